@@ -1,0 +1,48 @@
+// Package keys holds every label, annotation and well-known path that the injector,
+// the chart and the plugin server agree on. Users and the chart depend on these
+// names, so they live in one place and change only with a deprecation.
+package keys
+
+const (
+	// NamespaceEnabledLabel opts a namespace in; it is the webhook's namespaceSelector.
+	NamespaceEnabledLabel = "cmp-injector.io/enabled"
+	// InjectLabel opts a pod in; it is the webhook's objectSelector.
+	InjectLabel = "cmp-injector.io/inject"
+	// PluginsAnnotation lists the catalog plugins a pod asks for, comma separated.
+	PluginsAnnotation = "cmp-injector.io/plugins"
+	// StatusAnnotation is written by the injector: JSON of what it injected.
+	StatusAnnotation = "cmp-injector.io/status"
+
+	// EnabledValue is the only value of the two opt-in labels that means yes.
+	EnabledValue = "true"
+)
+
+// Paths and names Argo CD's repo-server and its sidecars agree on.
+const (
+	// VarFilesVolume carries the plugin server binary from the copy init container
+	// into every sidecar.
+	VarFilesVolume = "var-files"
+	// VarFilesMountPath is where var-files is mounted in the init and sidecar containers.
+	VarFilesMountPath = "/var/run/argocd"
+	// PluginServerPath is where the copy init container places the plugin server.
+	PluginServerPath = "/var/run/argocd/cmp-server"
+	// PluginsVolume is the emptyDir shared by the repo-server and the sidecars for sockets.
+	PluginsVolume = "plugins"
+	// PluginSocketDir is the default socket directory (ARGOCD_PLUGINSOCKFILEPATH).
+	PluginSocketDir = "/home/argocd/cmp-server/plugins"
+	// PluginConfigDir is where a sidecar's plugin server reads plugin.yaml.
+	PluginConfigDir = "/home/argocd/cmp-server/config"
+	// PluginConfigFile is the file name inside PluginConfigDir.
+	PluginConfigFile = "plugin.yaml"
+	// DefaultArgoCDUID is the UID the upstream repo-server image runs as; sidecars must
+	// match it because the socket is only writable by its owner.
+	DefaultArgoCDUID int64 = 999
+)
+
+// Environment variables shared with Argo CD.
+const (
+	EnvPluginSockFilePath = "ARGOCD_PLUGINSOCKFILEPATH"
+	EnvCMPWorkDir         = "ARGOCD_CMP_WORKDIR"
+	EnvGRPCMaxSizeMB      = "ARGOCD_GRPC_MAX_SIZE_MB"
+	EnvAppParameters      = "ARGOCD_APP_PARAMETERS"
+)
