@@ -1,0 +1,78 @@
+{{/* Chart name, truncated to the DNS label limit. */}}
+{{- define "cmp-injector.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified name used as the prefix of every object. */}}
+{{- define "cmp-injector.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "cmp-injector.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "cmp-injector.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "cmp-injector.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cmp-injector.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "cmp-injector.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "cmp-injector.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "cmp-injector.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "cmp-injector.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the TLS Secret holding the serving certificate. */}}
+{{- define "cmp-injector.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "cmp-injector.fullname" .)) .Values.certificates.secretName }}
+{{- end }}
+
+{{/* Whether plugin sidecars are native sidecars, resolving "auto" from the cluster version. */}}
+{{- define "cmp-injector.nativeSidecars" -}}
+{{- $v := toString .Values.catalog.nativeSidecars }}
+{{- if eq $v "auto" }}
+{{- semverCompare ">=1.29.0-0" .Capabilities.KubeVersion.Version }}
+{{- else }}
+{{- eq $v "true" }}
+{{- end }}
+{{- end }}
+
+{{/* The plugin catalog document rendered into the ConfigMap. */}}
+{{- define "cmp-injector.catalog" -}}
+{{- $plugins := dict }}
+{{- if .Values.catalog.examples }}
+{{- $examples := fromYaml (.Files.Get "files/example-catalog.yaml") }}
+{{- $plugins = deepCopy (default dict $examples.plugins) }}
+{{- end }}
+{{- range $name, $plugin := .Values.catalog.plugins }}
+{{- $_ := set $plugins $name $plugin }}
+{{- end }}
+{{- $copyTag := default .Chart.AppVersion .Values.catalog.copyImage.tag }}
+{{- $catalog := dict
+  "apiVersion" "cmp-injector.io/v1alpha1"
+  "kind" "PluginCatalog"
+  "defaults" (dict
+    "nativeSidecars" (eq (include "cmp-injector.nativeSidecars" .) "true")
+    "copyImage" (printf "%s:%s" .Values.catalog.copyImage.repository $copyTag)
+    "copyImagePullPolicy" .Values.catalog.copyImage.pullPolicy
+    "runAsUser" .Values.catalog.runAsUser
+    "resources" .Values.catalog.resources)
+  "plugins" $plugins
+  "namespaces" .Values.catalog.namespaces }}
+{{- if .Values.catalog.revision }}
+{{- $_ := set $catalog "revision" .Values.catalog.revision }}
+{{- end }}
+{{- toYaml $catalog }}
+{{- end }}
