@@ -1,0 +1,251 @@
+package helmplugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Request is one plugin command invocation with its inputs made explicit.
+type Request struct {
+	// Env is the plugin env (build env, ARGOCD_APP_PARAMETERS, PARAM_*, PATH, ...).
+	Env map[string]string
+	// AppDir is the chart directory; helm runs there.
+	AppDir string
+	// RepoRoot bounds every path a parameter names; empty means Env[CMP_REPO_ROOT],
+	// then AppDir.
+	RepoRoot string
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+func (r *Request) boundary() (*boundary, error) {
+	root := r.RepoRoot
+	if root == "" {
+		root = r.Env[EnvRepoRoot]
+	}
+	return newBoundary(r.AppDir, root)
+}
+
+// HelmError is a failed helm run; its message is helm's own stderr.
+type HelmError struct {
+	ExitCode int
+	Stderr   string
+}
+
+func (e *HelmError) Error() string {
+	if e.Stderr == "" {
+		return fmt.Sprintf("helm exited with status %d", e.ExitCode)
+	}
+	return e.Stderr
+}
+
+// Generate renders the chart in r.AppDir with `helm template`, writing the manifests
+// to r.Stdout. Warnings, including helm's on success, go to r.Stderr.
+func Generate(ctx context.Context, r Request) error {
+	opts, err := parseOptions(r.Env, r.Stderr)
+	if err != nil {
+		return err
+	}
+	b, err := r.boundary()
+	if err != nil {
+		return err
+	}
+	helm, err := lookPath("helm", r.Env["PATH"])
+	if err != nil {
+		return err
+	}
+	tmp := tempDir(r.Env)
+	args, cleanup, err := templateArgs(opts, b, tmp, r.Stderr)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	return runHelm(ctx, helm, args, r)
+}
+
+// templateArgs builds `helm template` arguments. Every flag is written as one
+// `--flag=value` argument and the positional arguments follow `--`, so no parameter
+// value can be read as another flag. cleanup removes the inline values file.
+func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args []string, cleanup func(), err error) {
+	cleanup = func() {}
+	args = []string{"template"}
+	flag := func(name, value string) { args = append(args, "--"+name+"="+value) }
+	if o.Namespace != "" {
+		flag("namespace", o.Namespace)
+	}
+	if o.KubeVersion != "" {
+		flag("kube-version", o.KubeVersion)
+	}
+	for _, v := range o.APIVersions {
+		flag("api-versions", v)
+	}
+	for _, f := range o.ValuesFiles {
+		path, err := b.resolve("values file", f)
+		if errors.Is(err, errMissing) && o.IgnoreMissing {
+			fmt.Fprintf(warn, "warning: skipping missing values file %q (%s=true)\n", f, ParamIgnoreMissingValues)
+			continue
+		}
+		if err != nil {
+			return nil, cleanup, err
+		}
+		flag("values", path)
+	}
+	if o.HasValues && o.Values != "" {
+		path, err := writeTemp(tmpDir, o.Values)
+		if err != nil {
+			return nil, cleanup, err
+		}
+		cleanup = func() { os.Remove(path) }
+		flag("values", path)
+	}
+	sets := []struct {
+		flag, param string
+		m           map[string]string
+	}{
+		{"set-json", ParamHelmNumberParameters, o.SetNumber},
+		{"set-json", ParamHelmBoolParameters, o.SetBool},
+		{"set", ParamHelmParameters, o.Set},
+		{"set-string", ParamHelmStringParameters, o.SetString},
+	}
+	for _, s := range sets {
+		for _, k := range sortedKeys(s.m) {
+			v := escapeSetValue(s.m[k])
+			if s.flag == "set-json" {
+				v = jsonScalar(s.m[k])
+			}
+			p, err := parseSetPath(k)
+			if err != nil {
+				return nil, cleanup, fmt.Errorf("parameter %q: %w", s.param, err)
+			}
+			flag(s.flag, p.String()+"="+v)
+		}
+	}
+	for _, k := range sortedKeys(o.SetFile) {
+		path, err := b.resolve("file parameter "+k, o.SetFile[k])
+		if err != nil {
+			return nil, cleanup, err
+		}
+		arg, err := setArg(k, path)
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("parameter %q: %w", ParamFileParameters, err)
+		}
+		flag("set-file", arg)
+	}
+	if o.IncludeCRDs {
+		args = append(args, "--include-crds")
+	}
+	if o.SkipCRDs {
+		args = append(args, "--skip-crds")
+	}
+	if o.SkipTests {
+		args = append(args, "--skip-tests")
+	}
+	if o.SkipSchema {
+		args = append(args, "--skip-schema-validation")
+	}
+	if o.PassCreds {
+		args = append(args, "--pass-credentials")
+	}
+	args = append(args, "--")
+	if o.ReleaseName != "" {
+		args = append(args, o.ReleaseName)
+	}
+	args = append(args, ".")
+	return args, cleanup, nil
+}
+
+func writeTemp(dir, content string) (string, error) {
+	f, err := os.CreateTemp(dir, "helm-values-*.yaml")
+	if err != nil {
+		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", ParamValues, err)
+	}
+	_, werr := f.WriteString(content)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", ParamValues, err)
+	}
+	return f.Name(), nil
+}
+
+func tempDir(env map[string]string) string {
+	if d := env["TMPDIR"]; d != "" {
+		return d
+	}
+	return os.TempDir()
+}
+
+// lookPath finds an executable in the PATH of the plugin env rather than of this
+// process, so a request's env is honoured the same way in tests and in sidecars.
+func lookPath(name, pathList string) (string, error) {
+	for _, dir := range filepath.SplitList(pathList) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // relative PATH entries would resolve inside the user's repository
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found on PATH (%s)", name, pathList)
+}
+
+// helmWaitDelay bounds how long helm's output pipes are drained after it is killed.
+const helmWaitDelay = 5 * time.Second
+
+func runHelm(ctx context.Context, helm string, args []string, r Request) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, helm, args...)
+	cmd.Dir = r.AppDir
+	cmd.Env = envList(r.Env)
+	cmd.Stdout = r.Stdout
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = helmWaitDelay
+	err := cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	if err == nil {
+		if msg != "" {
+			fmt.Fprintln(r.Stderr, msg)
+		}
+		return nil
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code := exit.ExitCode()
+		if code <= 0 {
+			code = 1 // killed by a signal, e.g. the context's deadline
+		}
+		if ctx.Err() != nil && msg == "" {
+			msg = "helm was stopped: " + ctx.Err().Error()
+		}
+		return &HelmError{ExitCode: code, Stderr: msg}
+	}
+	return fmt.Errorf("running helm: %w", err)
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// jsonScalar is a validated number or boolean parameter as --set-json reads it; an
+// empty value is null.
+func jsonScalar(v string) string {
+	if v == "" {
+		return "null"
+	}
+	return v
+}
