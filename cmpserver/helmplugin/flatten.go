@@ -14,8 +14,8 @@ import (
 type leafType int
 
 const (
-	leafString leafType = iota // a string that --set keeps as a string
-	leafTypedString            // a string that --set would turn into a number, bool or null
+	leafString      leafType = iota // a string that --set keeps as a string
+	leafTypedString                 // a string that --set would turn into a number, bool or null
 	leafNumber
 	leafBool
 	// leafNull is a null; it is announced only where the schema gives it a type,
