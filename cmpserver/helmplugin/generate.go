@@ -69,6 +69,9 @@ func Generate(ctx context.Context, r Request) error {
 	if err != nil {
 		return err
 	}
+	if err := b.checkSymlinks(); err != nil {
+		return err
+	}
 	return runHelm(ctx, helm, args, r)
 }
 
@@ -160,6 +163,11 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 		args = append(args, o.ReleaseName)
 	}
 	args = append(args, ".")
+	for _, a := range args {
+		if strings.ContainsRune(a, 0) {
+			return nil, cleanup, fmt.Errorf("argument %q contains a NUL byte, which no process argument can carry", a)
+		}
+	}
 	return args, cleanup, nil
 }
 

@@ -1,7 +1,6 @@
 package helmplugin
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"regexp"
@@ -98,25 +97,12 @@ var paramKinds = map[string]paramKind{
 	ParamPassCredentials:      kindBool,
 }
 
-// decodeAppParameters reads ARGOCD_APP_PARAMETERS. Empty and `null` mean no parameters.
-func decodeAppParameters(raw string) ([]params.AppParameter, error) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" || raw == "null" {
-		return nil, nil
-	}
-	var list []params.AppParameter
-	if err := json.Unmarshal([]byte(raw), &list); err != nil {
-		return nil, fmt.Errorf("%s is not a JSON list of parameters: %w", keys.EnvAppParameters, err)
-	}
-	return list, nil
-}
-
 // parseOptions turns the plugin env into Options. Unknown parameter names are reported
 // on warn and ignored, as Argo CD passes any name a user sets.
 func parseOptions(env map[string]string, warn io.Writer) (*Options, error) {
-	list, err := decodeAppParameters(env[keys.EnvAppParameters])
+	list, err := params.Decode([]byte(env[keys.EnvAppParameters]))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", keys.EnvAppParameters, err)
 	}
 	o := &Options{
 		ReleaseName: releaseNameFromApp(env[envAppName]),

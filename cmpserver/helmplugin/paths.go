@@ -109,3 +109,39 @@ func (b *boundary) resolve(what, p string) (string, error) {
 	}
 	return real, nil
 }
+
+// checkSymlinks refuses a chart that holds a symlink leading outside the repository:
+// helm follows symlinks when it loads a chart, so such a link would let a template
+// read (.Files.Get) or render files of the sidecar. Dangling links are judged by
+// where they point.
+func (b *boundary) checkSymlinks() error {
+	return filepath.WalkDir(b.appDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		rel, _ := filepath.Rel(b.appDir, p)
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		real, err := filepath.EvalSymlinks(p)
+		switch {
+		case err == nil:
+			target = real
+		case errors.Is(err, fs.ErrNotExist):
+			target = filepath.Clean(target)
+		default:
+			return fmt.Errorf("chart file %s: %w", rel, err)
+		}
+		if !within(b.root, target) && !within(b.rootAsGiven, target) {
+			return fmt.Errorf("chart file %s is a symlink to %s, outside the repository", rel, target)
+		}
+		return nil
+	})
+}
