@@ -101,6 +101,6 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver
+  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver
 fi
 for t in "$@"; do one "$t"; done

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// catalogFor returns the shipped example catalog (deploy/plugins/catalog.yaml)
+// with a fixed revision and the given namespace policy, so the goldens are stable
+// and the example catalog itself is what the tests prove.
+func catalogFor(t *testing.T, nativeSidecars bool, namespaces map[string][]string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.repo, "deploy", "plugins", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := map[string]any{}
+	if err := yaml.Unmarshal(b, &cat); err != nil {
+		t.Fatal(err)
+	}
+	cat["revision"] = "e2e"
+	defaults, _ := cat["defaults"].(map[string]any)
+	if defaults == nil {
+		defaults = map[string]any{}
+		cat["defaults"] = defaults
+	}
+	defaults["nativeSidecars"] = nativeSidecars
+	cat["namespaces"] = namespaces
+	out, err := yaml.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// loadPod reads a pod fixture from testdata.
+func loadPod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(b, pod); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return pod
+}
+
+// startInjector runs `cmp-injector serve` with catalog and installs the chart's
+// webhook pointing at it; both are removed when the test ends.
+func startInjector(t *testing.T, catalog []byte, set ...string) *harness.Injector {
+	t.Helper()
+	dir := t.TempDir()
+	in, err := harness.NewInjector(env.bins["cmp-injector"], dir, catalog, env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Stop() })
+	installWebhook(t, in, set...)
+	return in
+}
+
+const webhookPath = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+// installWebhook applies the chart's MutatingWebhookConfiguration for in.
+func installWebhook(t *testing.T, in *harness.Injector, set ...string) {
+	t.Helper()
+	ca, err := in.CABundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installWebhookWithCA(t, in, ca, set...)
+}
+
+func installWebhookWithCA(t *testing.T, in *harness.Injector, caBundle string, set ...string) {
+	t.Helper()
+	mwc, err := harness.RenderWebhook(filepath.Join(env.repo, "charts", "cmp-injector"), kubeVersion(), in.URL(), caBundle, set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := mwc["metadata"].(map[string]any)["name"].(string)
+	c := env.cp.Client()
+	if err := c.Apply(webhookPath, name, mwc); err != nil {
+		t.Fatalf("apply webhook: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete(webhookPath + "/" + name) })
+}
+
+// newNamespace creates a uniquely named namespace with labels.
+func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	name := prefix + "-" + strings.ToLower(strings.ReplaceAll(time.Now().Format("150405.000000"), ".", ""))
+	if err := env.cp.Client().CreateNamespace(name, labels); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+var enabledNS = map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue}
+
+// waitActive polls with server-side dry-run creates until the apiserver has
+// picked up the webhook (it learns of configurations through an informer).
+func waitActive(t *testing.T, ns string) {
+	t.Helper()
+	c := env.cp.Client()
+	err := harness.Eventually(30*time.Second, 20*time.Millisecond, func() (bool, error) {
+		pod := loadPod(t, "repo-server-pod.yaml")
+		pod.Name = "probe"
+		got, err := c.CreatePod(ns, pod, true)
+		if err != nil {
+			return false, err
+		}
+		_, ok := got.Annotations[keys.StatusAnnotation]
+		return ok, errors.New("webhook not active yet")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// status decodes the injector's status annotation of a stored pod.
+func status(t *testing.T, pod *corev1.Pod) *inject.Status {
+	t.Helper()
+	raw, ok := pod.Annotations[keys.StatusAnnotation]
+	if !ok {
+		t.Fatalf("pod %s has no %s annotation", pod.Name, keys.StatusAnnotation)
+	}
+	st := &inject.Status{}
+	if err := json.Unmarshal([]byte(raw), st); err != nil {
+		t.Fatalf("status annotation %q: %v", raw, err)
+	}
+	return st
+}
+
+// containerNames lists init containers then containers.
+func containerNames(pod *corev1.Pod) (inits, main []string) {
+	for _, c := range pod.Spec.InitContainers {
+		inits = append(inits, c.Name)
+	}
+	for _, c := range pod.Spec.Containers {
+		main = append(main, c.Name)
+	}
+	return inits, main
+}
+
+// stableStoredPod strips what the apiserver makes up per object, so a stored pod
+// can be compared with a golden file.
+func stableStoredPod(pod *corev1.Pod) *corev1.Pod {
+	p := pod.DeepCopy()
+	p.ObjectMeta.UID = ""
+	p.ObjectMeta.ResourceVersion = ""
+	p.ObjectMeta.CreationTimestamp = metaZero
+	p.ObjectMeta.ManagedFields = nil
+	p.ObjectMeta.Namespace = ""
+	p.ObjectMeta.Generation = 0
+	p.Status = corev1.PodStatus{}
+	return p
+}
+
+// golden compares got with testdata/<name>, or rewrites it with -update.
+func golden(t *testing.T, name string, got any) {
+	t.Helper()
+	b, err := yaml.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != string(b) {
+		t.Errorf("%s is stale or the result changed (rerun with -update after checking):\n--- want\n%s\n--- got\n%s", path, want, b)
+	}
+}
+
+func x509Pool(t *testing.T, pemBytes []byte) *x509.CertPool {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("no certificate in PEM")
+	}
+	return pool
+}

@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// ControlPlane is a real etcd and kube-apiserver on loopback. There is no
+// scheduler, controller manager or kubelet: pods are stored, never run, which is
+// all admission needs.
+type ControlPlane struct {
+	Dir       string
+	URL       string // https://127.0.0.1:<port>
+	Token     string // bearer token of a system:masters user
+	CAFile    string // the apiserver's self-signed serving bundle
+	etcd      *Process
+	apiserver *Process
+}
+
+// StartControlPlane starts etcd and kube-apiserver from bin/ in dir and waits
+// until /readyz answers 200. logTo receives both processes' output (may be nil).
+func StartControlPlane(dir string, logTo io.Writer) (cp *ControlPlane, err error) {
+	etcdBin, err := Tool("etcd")
+	if err != nil {
+		return nil, err
+	}
+	kasBin, err := Tool("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	cp = &ControlPlane{Dir: dir, Token: "e2e-admin-token"}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+
+	clientPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	cp.etcd, err = Start("etcd", []string{etcdBin,
+		"--name=e2e", "--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=e2e=" + peer, "--log-level=warn",
+	}, nil, dir, logTo)
+	if err != nil {
+		return nil, err
+	}
+	if err := Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		if done, werr := cp.etcd.Exited(); done {
+			return false, fmt.Errorf("etcd exited: %v\n%s", werr, cp.etcd.Output())
+		}
+		resp, err := http.Get(client + "/health")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Errorf("etcd /health: %s", resp.Status)
+	}); err != nil {
+		return nil, err
+	}
+
+	saKey := filepath.Join(dir, "sa.key")
+	saPub := filepath.Join(dir, "sa.pub")
+	if err := writeServiceAccountKeys(saKey, saPub); err != nil {
+		return nil, err
+	}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(cp.Token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(dir, "apiserver-certs")
+	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	cp.CAFile = filepath.Join(certDir, "apiserver.crt")
+	cp.apiserver, err = Start("kube-apiserver", []string{kasBin,
+		"--etcd-servers=" + client,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port), "--cert-dir=" + certDir,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
+		// No controller creates the default ServiceAccount here.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true", "--v=0",
+	}, nil, dir, logTo)
+	if err != nil {
+		return nil, err
+	}
+	hc := cp.HTTPClient()
+	if err := Eventually(90*time.Second, 50*time.Millisecond, func() (bool, error) {
+		if done, werr := cp.apiserver.Exited(); done {
+			return false, fmt.Errorf("kube-apiserver exited: %v\n%s", werr, tail(cp.apiserver.Output(), 4000))
+		}
+		req, _ := http.NewRequest("GET", cp.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+cp.Token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		// A failing /readyz still prints "ok" lines: only the status code counts.
+		return resp.StatusCode == 200, fmt.Errorf("kube-apiserver /readyz: %s", resp.Status)
+	}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// HTTPClient trusts the apiserver's self-signed bundle once it exists; before
+// that (while it starts) it skips verification, which only the readiness poll uses.
+func (cp *ControlPlane) HTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			MinVersion:         tls.VersionTLS12,
+			InsecureSkipVerify: !fileExists(cp.CAFile),
+			RootCAs:            loadPool(cp.CAFile),
+		}},
+	}
+}
+
+// Stop ends kube-apiserver, then etcd.
+func (cp *ControlPlane) Stop() {
+	if cp.apiserver != nil {
+		_ = cp.apiserver.Stop(10 * time.Second)
+	}
+	if cp.etcd != nil {
+		_ = cp.etcd.Stop(10 * time.Second)
+	}
+}
+
+// Version is the apiserver's gitVersion.
+func (cp *ControlPlane) Version() (string, error) {
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := cp.Client().Get("/version", &v); err != nil {
+		return "", err
+	}
+	return v.GitVersion, nil
+}
+
+func writeServiceAccountKeys(keyFile, pubFile string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(pubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func loadPool(p string) *x509.CertPool {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b)
+	return pool
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}

@@ -1,0 +1,204 @@
+package harness
+
+import (
+	"bufio"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Injector is a `cmp-injector serve` process with its certificate files.
+type Injector struct {
+	Bin        string
+	Dir        string
+	Catalog    string // catalog file the process watches
+	CertFile   string
+	KeyFile    string
+	CAFile     string
+	Port       int
+	MetricsURL string
+	proc       *Process
+	logTo      io.Writer
+}
+
+// NewInjector makes a serving certificate for 127.0.0.1 with `cmp-injector certs`
+// and writes the catalog into dir; Start runs the server.
+func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, error) {
+	in := &Injector{Bin: bin, Dir: dir, logTo: logTo,
+		Catalog:  filepath.Join(dir, "catalog.yaml"),
+		CertFile: filepath.Join(dir, "tls", "tls.crt"), KeyFile: filepath.Join(dir, "tls", "tls.key"),
+		CAFile: filepath.Join(dir, "tls", "ca.crt")}
+	if err := os.WriteFile(in.Catalog, catalog, 0o644); err != nil {
+		return nil, err
+	}
+	if err := in.MakeCerts(filepath.Join(dir, "tls")); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	in.Port = port
+	return in, nil
+}
+
+// MakeCerts runs `cmp-injector certs` into outDir (a new CA and serving cert).
+func (in *Injector) MakeCerts(outDir string) error {
+	cmd := exec.Command(in.Bin, "certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
+		"--ip", "127.0.0.1", "--validity", "24h", "--out-dir", outDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("cmp-injector certs: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// URL is the webhook endpoint the apiserver calls.
+func (in *Injector) URL() string { return fmt.Sprintf("https://127.0.0.1:%d/mutate", in.Port) }
+
+// CABundle is the base64 PEM of the CA file, as caBundle wants it.
+func (in *Injector) CABundle() (string, error) {
+	b, err := os.ReadFile(in.CAFile)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+// Start runs `cmp-injector serve` and waits until /readyz is 200.
+func (in *Injector) Start() error {
+	mport, err := FreePort()
+	if err != nil {
+		return err
+	}
+	in.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d", mport)
+	in.proc, err = Start("cmp-injector", []string{in.Bin, "serve",
+		"--catalog", in.Catalog, "--tls-cert-file", in.CertFile, "--tls-key-file", in.KeyFile,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", in.Port), "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
+	}, nil, in.Dir, in.logTo)
+	if err != nil {
+		return err
+	}
+	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		if done, werr := in.proc.Exited(); done {
+			return false, fmt.Errorf("cmp-injector exited: %v\n%s", werr, tail(in.proc.Output(), 4000))
+		}
+		resp, err := http.Get(in.MetricsURL + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Errorf("/readyz: %s", resp.Status)
+	})
+}
+
+// Stop sends SIGTERM and waits for the drain.
+func (in *Injector) Stop() error {
+	if in.proc == nil {
+		return nil
+	}
+	err := in.proc.Stop(15 * time.Second)
+	in.proc = nil
+	return err
+}
+
+// Output is what the injector logged.
+func (in *Injector) Output() string {
+	if in.proc == nil {
+		return ""
+	}
+	return in.proc.Output()
+}
+
+// Metrics scrapes /metrics and returns every sample as "name{labels}" → value.
+func (in *Injector) Metrics() (map[string]float64, error) {
+	resp, err := http.Get(in.MetricsURL + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// Sum adds every sample of metric name whose labels contain all of the given
+// label="value" pairs.
+func Sum(samples map[string]float64, name string, labels ...string) float64 {
+	var total float64
+	for k, v := range samples {
+		if k != name && !strings.HasPrefix(k, name+"{") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(k, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// TLSClient trusts the injector's CA file (for direct calls to the webhook).
+func (in *Injector) TLSClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: loadPool(in.CAFile)}}}
+}
+
+// RenderWebhook renders the chart's MutatingWebhookConfiguration with the real
+// helm binary, pointed at url with caBundle, and returns it as a JSON-able map.
+func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (map[string]any, error) {
+	helm, err := Tool("helm")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"template", "cmp-injector", chartDir, "--namespace", "cmp-injector",
+		"--kube-version", kubeVersion, "--show-only", "templates/mutatingwebhookconfiguration.yaml",
+		"--set", "certificates.mode=secret", "--set", "certificates.caBundle=" + caBundle,
+		"--set", "webhook.url=" + url}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(helm, args...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("helm template: %v\n%s", err, ee.Stderr)
+		}
+		return nil, err
+	}
+	obj := map[string]any{}
+	if err := yaml.Unmarshal(out, &obj); err != nil {
+		return nil, fmt.Errorf("decode rendered webhook: %w", err)
+	}
+	return obj, nil
+}

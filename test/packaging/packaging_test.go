@@ -1,0 +1,345 @@
+// Package packaging checks the chart, the plain manifests and the Dockerfiles with
+// the real helm and kustomize binaries (installed into bin/ by hack/tools.sh).
+package packaging
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+func repo(t *testing.T) string {
+	t.Helper()
+	r, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := harness.Tool(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run returns stdout, or fails the test with stderr.
+func run(t *testing.T, dir string, argv ...string) string {
+	t.Helper()
+	out, err := runErr(dir, argv...)
+	if err != nil {
+		t.Fatalf("%s: %v", strings.Join(argv, " "), err)
+	}
+	return out
+}
+
+func runErr(dir string, argv ...string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), &cmdError{err: err, stderr: stderr.String()}
+	}
+	return string(out), nil
+}
+
+type cmdError struct {
+	err    error
+	stderr string
+}
+
+func (e *cmdError) Error() string { return e.err.Error() + ": " + e.stderr }
+
+func helmTemplate(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	r := repo(t)
+	argv := append([]string{tool(t, "helm"), "template", "cmp-injector", filepath.Join(r, "charts", "cmp-injector"),
+		"--namespace", "cmp-injector"}, args...)
+	return runErr(r, argv...)
+}
+
+// docs splits a rendered stream into objects.
+func docs(t *testing.T, rendered string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, d := range strings.Split(rendered, "\n---") {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, d)
+		}
+		if len(obj) > 0 {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+func kinds(objs []map[string]any) []string {
+	var k []string
+	for _, o := range objs {
+		k = append(k, o["kind"].(string))
+	}
+	sort.Strings(k)
+	return k
+}
+
+func TestHelmLintStrict(t *testing.T) {
+	r := repo(t)
+	out := run(t, r, tool(t, "helm"), "lint", "--strict", filepath.Join(r, "charts", "cmp-injector"))
+	if !strings.Contains(out, "0 chart(s) failed") {
+		t.Errorf("helm lint: %s", out)
+	}
+}
+
+func TestCertificateModesRender(t *testing.T) {
+	cases := map[string]struct {
+		args  []string
+		kinds string
+	}{
+		"cert-manager default": {nil, "Certificate,Certificate,ConfigMap,Deployment,Issuer,Issuer,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+		"cert-manager with own issuer": {[]string{"--set", "certificates.certManager.issuerRef.name=corp", "--set", "certificates.certManager.issuerRef.kind=ClusterIssuer"},
+			"Certificate,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+		"existing secret": {[]string{"--set", "certificates.mode=secret", "--set", "certificates.caBundle=Y2E="},
+			"ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := helmTemplate(t, append([]string{"--kube-version", "1.30.0"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := docs(t, out)
+			if got := strings.Join(kinds(objs), ","); got != tc.kinds {
+				t.Errorf("kinds = %s, want %s", got, tc.kinds)
+			}
+			for _, o := range objs {
+				if o["kind"] != "MutatingWebhookConfiguration" {
+					continue
+				}
+				wh := o["webhooks"].([]any)[0].(map[string]any)
+				cc := wh["clientConfig"].(map[string]any)
+				_, hasCA := cc["caBundle"]
+				ann, _ := o["metadata"].(map[string]any)["annotations"].(map[string]any)
+				_, injected := ann["cert-manager.io/inject-ca-from"]
+				if hasCA == injected {
+					t.Errorf("caBundle set: %v, cert-manager injection: %v; want exactly one", hasCA, injected)
+				}
+				for k, want := range map[string]any{"failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": float64(10), "reinvocationPolicy": "IfNeeded"} {
+					if wh[k] != want {
+						t.Errorf("webhook %s = %v, want %v", k, wh[k], want)
+					}
+				}
+				if _, ok := wh["matchConditions"]; !ok {
+					t.Error("no matchConditions excluding the injector's own pods on 1.30")
+				}
+			}
+		})
+	}
+	t.Run("secret mode without caBundle fails with a clear message", func(t *testing.T) {
+		_, err := helmTemplate(t, "--set", "certificates.mode=secret")
+		if err == nil || !strings.Contains(err.Error(), "certificates.caBundle is required") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+func TestValuesTypoFails(t *testing.T) {
+	for _, set := range []string{"webhok.failurePolicy=Fail", "catalog.nativeSidecar=true", "webhook.failurePolicy=Sometimes", "replicaCount=two"} {
+		_, err := helmTemplate(t, "--set", set)
+		if err == nil {
+			t.Errorf("--set %s rendered; want a schema error", set)
+			continue
+		}
+		if !strings.Contains(err.Error(), "cmp-injector:") {
+			t.Errorf("--set %s: error is not a schema error: %v", set, err)
+		}
+	}
+}
+
+func TestRenderIsDeterministic(t *testing.T) {
+	a, err := helmTemplate(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := helmTemplate(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Error("two renders differ: the chart must not mint anything at render time")
+	}
+}
+
+func TestNativeSidecarsFollowKubeVersion(t *testing.T) {
+	for ver, want := range map[string]bool{"1.28.9": false, "1.29.0": true, "1.34.4": true} {
+		out, err := helmTemplate(t, "--kube-version", ver, "--show-only", "templates/catalog-configmap.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := docs(t, out)[0]
+		cat, err := catalog.Parse([]byte(cm["data"].(map[string]any)["catalog.yaml"].(string)))
+		if err != nil {
+			t.Fatalf("%s: the rendered catalog does not load: %v", ver, err)
+		}
+		if cat.Defaults.NativeSidecars != want {
+			t.Errorf("kube %s: nativeSidecars = %v, want %v", ver, cat.Defaults.NativeSidecars, want)
+		}
+	}
+}
+
+func TestExampleCatalogShipped(t *testing.T) {
+	r := repo(t)
+	a, err := os.ReadFile(filepath.Join(r, "deploy", "plugins", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(r, "charts", "cmp-injector", "files", "example-catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("charts/cmp-injector/files/example-catalog.yaml differs from deploy/plugins/catalog.yaml: run make chart")
+	}
+	if _, err := catalog.Parse(a); err != nil {
+		t.Errorf("deploy/plugins/catalog.yaml does not load: %v", err)
+	}
+}
+
+func TestValuesDocumented(t *testing.T) {
+	r := repo(t)
+	vb, err := os.ReadFile(filepath.Join(r, "charts", "cmp-injector", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(r, "charts", "cmp-injector", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{}
+	if err := yaml.Unmarshal(vb, &values); err != nil {
+		t.Fatal(err)
+	}
+	// Leaves, and maps documented as a whole, must each have a table row.
+	var missing []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := prefix + k
+			if strings.Contains(string(readme), "| `"+key+"` |") {
+				continue
+			}
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(key+".", sub)
+				continue
+			}
+			missing = append(missing, key)
+		}
+	}
+	walk("", values)
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("values without a row in charts/cmp-injector/README.md: %v", missing)
+	}
+}
+
+func TestDeployBaseMatchesChart(t *testing.T) {
+	r := repo(t)
+	want, err := os.ReadFile(filepath.Join(r, "deploy", "base", "cmp-injector.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := helmTemplate(t, "--kube-version", "1.30.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := "# Generated by hack/render-deploy.sh from charts/cmp-injector with default values. Do not edit.\n" + out
+	if got != string(want) {
+		t.Error("deploy/base/cmp-injector.yaml is stale: run hack/render-deploy.sh (make chart)")
+	}
+	built := run(t, r, tool(t, "kustomize"), "build", filepath.Join(r, "deploy", "base"))
+	if k := strings.Join(kinds(docs(t, built)), ","); !strings.Contains(k, "MutatingWebhookConfiguration") || !strings.Contains(k, "Namespace") {
+		t.Errorf("kustomize build deploy/base: kinds %s", k)
+	}
+}
+
+// TestRepoServerComponent applies the component to a local stand-in of Argo CD's
+// repo-server Deployment (the overlay itself pulls the upstream manifests).
+func TestRepoServerComponent(t *testing.T) {
+	r := repo(t)
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, filepath.Join(r, "deploy", "components", "argocd-repo-server"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"kustomization.yaml": "resources: [repo-server.yaml]\ncomponents: [" + rel + "]\n",
+		"repo-server.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: argocd-repo-server}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: argocd-repo-server}}
+  template:
+    metadata: {labels: {app.kubernetes.io/name: argocd-repo-server}}
+    spec: {containers: [{name: argocd-repo-server, image: quay.io/argoproj/argocd:v3.1.8}]}
+`,
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := run(t, dir, tool(t, "kustomize"), "build", "--load-restrictor", "LoadRestrictionsNone", dir)
+	for _, want := range []string{"cmp-injector.io/inject: \"true\"", "cmp-injector.io/plugins: helm, kustomize", "app.kubernetes.io/name: argocd-repo-server"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("component output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDockerfiles checks what can be checked without a Docker engine: every
+// COPY source exists, the built package exists, and the entrypoint is the binary built.
+func TestDockerfiles(t *testing.T) {
+	r := repo(t)
+	for _, c := range []string{"cmp-injector", "cmp-server"} {
+		path := filepath.Join(r, "cmd", c, "Dockerfile")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range regexp.MustCompile(`(?m)^COPY (\S+(?: \S+)*) \S+$`).FindAllStringSubmatch(text, -1) {
+			if strings.HasPrefix(m[1], "--from") {
+				continue
+			}
+			for _, src := range strings.Fields(m[1]) {
+				if _, err := os.Stat(filepath.Join(r, src)); err != nil {
+					t.Errorf("%s: COPY %s: %v", path, src, err)
+				}
+			}
+		}
+		if !strings.Contains(text, "-o /out/"+c+" ./cmd/"+c) {
+			t.Errorf("%s does not build ./cmd/%s", path, c)
+		}
+		if !strings.Contains(text, `ENTRYPOINT ["/usr/local/bin/`+c+`"]`) || !strings.Contains(text, "COPY --from=build /out/"+c+" /usr/local/bin/"+c) {
+			t.Errorf("%s: entrypoint is not the built binary", path)
+		}
+		if !strings.Contains(text, "CGO_ENABLED=0") {
+			t.Errorf("%s: binary is not built static", path)
+		}
+	}
+}
