@@ -46,3 +46,21 @@ const (
 	EnvGRPCMaxSizeMB      = "ARGOCD_GRPC_MAX_SIZE_MB"
 	EnvAppParameters      = "ARGOCD_APP_PARAMETERS"
 )
+
+// Keys owned by the injector's per-pod overrides and projections.
+const (
+	// ImageAnnotationPrefix + <plugin> overrides a plugin's image; the value must
+	// match one of the plugin's allowedImages patterns in the catalog.
+	ImageAnnotationPrefix = "image.cmp-injector.io/"
+	// ConfigAnnotationPrefix + <plugin> carries an inline plugin.yaml, written by the
+	// injector and projected into the sidecar by a downwardAPI volume.
+	ConfigAnnotationPrefix = "config.cmp-injector.io/"
+	// RepoServerContainer is the container that receives the plugins socket mount.
+	RepoServerContainer = "argocd-repo-server"
+	// CopyInitContainer is the init container that copies the plugin server into var-files.
+	CopyInitContainer = "cmp-injector-copy"
+	// SidecarPrefix + <plugin> names each plugin's sidecar container.
+	SidecarPrefix = "cmp-"
+	// CopyServerBinary is where the plugin server binary lives inside the copy image.
+	CopyServerBinary = "/usr/local/bin/cmp-server"
+)

@@ -1,0 +1,121 @@
+package injector
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+)
+
+// MaxReviewBytes bounds a request body. The API server stores objects of at
+// most 1.5 MiB (etcd's default request limit) and a CREATE review carries only
+// the new object, so 3 MiB leaves room for the envelope and JSON escaping.
+const MaxReviewBytes = 3 << 20
+
+var admissionGVK = admissionv1.SchemeGroupVersion.WithKind("AdmissionReview")
+
+// requestError is a request refused before admission, answered with an HTTP status.
+type requestError struct {
+	code int
+	msg  string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func badRequest(code int, format string, args ...any) error {
+	return &requestError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// DecodeReview checks and decodes an AdmissionReview body. Only
+// admission.k8s.io/v1 is accepted: the webhook configuration registers v1 only.
+func DecodeReview(contentType string, body []byte) (*admissionv1.AdmissionReview, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "content type must be application/json, got %q", contentType)
+	}
+	if len(body) > MaxReviewBytes {
+		return nil, badRequest(http.StatusRequestEntityTooLarge, "request body larger than %d bytes", MaxReviewBytes)
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, badRequest(http.StatusBadRequest, "malformed AdmissionReview: %v", err)
+	}
+	if gvk := review.GroupVersionKind(); gvk != admissionGVK {
+		return nil, badRequest(http.StatusBadRequest, "expected %s, got apiVersion %q kind %q",
+			admissionGVK.GroupVersion().String()+" AdmissionReview", review.APIVersion, review.Kind)
+	}
+	if review.Request == nil {
+		return nil, badRequest(http.StatusBadRequest, "AdmissionReview has no request")
+	}
+	if review.Request.UID == "" {
+		return nil, badRequest(http.StatusBadRequest, "AdmissionReview request has no uid")
+	}
+	return &review, nil
+}
+
+var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// Review decides one admission request. It returns the response to send and
+// the report behind it (nil when the request was not a pod creation, or no
+// catalog is loaded, in which case the response alone says why).
+func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog) (*admissionv1.AdmissionResponse, *inject.Report) {
+	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	if req.Resource != podResource || req.SubResource != "" {
+		return resp, skippedBy(inject.ReasonNotPod)
+	}
+	if req.Operation != admissionv1.Create {
+		return resp, skippedBy(inject.ReasonNotCreate)
+	}
+	if cat == nil {
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+			Message: inject.DenyPrefix + "no valid plugin catalog is loaded yet"}
+		return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonNoCatalog}}
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+			Message: inject.DenyPrefix + "cannot decode the pod: " + err.Error()}
+		return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonMalformedPod}}
+	}
+	ns := req.Namespace
+	if ns == "" {
+		ns = pod.Namespace
+	}
+	report := inject.Inject(&pod, ns, cat)
+	switch report.Decision {
+	case inject.Injected:
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType, resp.Patch = &pt, report.Patch
+	case inject.Denied:
+		resp.Allowed = false
+		resp.Result = &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: report.Message()}
+	}
+	return resp, report
+}
+
+func skippedBy(r inject.Reason) *inject.Report {
+	return &inject.Report{Decision: inject.Skipped, Reasons: []inject.Reason{r}}
+}
+
+// encodeResponse wraps a response in a review of the same version it came in.
+func encodeResponse(resp *admissionv1.AdmissionResponse) ([]byte, error) {
+	out := admissionv1.AdmissionReview{Response: resp}
+	out.SetGroupVersionKind(admissionGVK)
+	return json.Marshal(&out)
+}
+
+func asRequestError(err error) (*requestError, bool) {
+	var re *requestError
+	ok := errors.As(err, &re)
+	return re, ok
+}

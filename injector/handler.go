@@ -1,0 +1,71 @@
+package injector
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+)
+
+// mutate answers one AdmissionReview. Transport problems get a 4xx; every
+// admission decision, including a denial, is a 200 with a review body.
+func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
+	if err != nil {
+		s.refuse(w, http.StatusRequestEntityTooLarge, "request body unreadable or larger than "+strconv.Itoa(MaxReviewBytes)+" bytes")
+		return
+	}
+	review, err := DecodeReview(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		re, _ := asRequestError(err)
+		s.refuse(w, re.code, re.msg)
+		return
+	}
+	req := review.Request
+	cat := s.catalog.Current()
+	resp, report := Review(req, cat)
+	dryRun := req.DryRun != nil && *req.DryRun
+	out, err := encodeResponse(resp)
+	if err != nil {
+		s.refuse(w, http.StatusInternalServerError, "cannot encode response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+
+	s.metrics.observe(report, req.Namespace, dryRun)
+	s.metrics.duration.Observe(time.Since(start).Seconds())
+	fields := []zap.Field{
+		zap.String("uid", string(req.UID)),
+		zap.String("namespace", req.Namespace),
+		zap.String("name", req.Name),
+		zap.String("operation", string(req.Operation)),
+		zap.Bool("dryRun", dryRun),
+		zap.String("decision", string(report.Decision)),
+		zap.Any("reasons", report.Reasons),
+		zap.Strings("plugins", report.Plugins),
+		zap.Duration("took", time.Since(start)),
+	}
+	if cat != nil {
+		fields = append(fields, zap.String("catalogRevision", cat.Revision))
+	}
+	switch report.Decision {
+	case inject.Denied:
+		s.log.Warn(resp.Result.Message, fields...)
+	case inject.Injected:
+		s.log.Info("injected", fields...)
+	default:
+		s.log.Debug("skipped", fields...)
+	}
+}
+
+func (s *Server) refuse(w http.ResponseWriter, code int, msg string) {
+	s.metrics.badRequests.WithLabelValues(strconv.Itoa(code)).Inc()
+	s.log.Warn("refused request", zap.Int("code", code), zap.String("error", msg))
+	http.Error(w, msg, code)
+}

@@ -1,0 +1,203 @@
+// Package injector is the mutating admission webhook: HTTPS transport,
+// AdmissionReview handling, metrics and the offline twin of the same path.
+package injector
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+)
+
+// Config is everything `cmp-injector serve` takes.
+type Config struct {
+	CatalogFile, CertFile, KeyFile string
+	Listen, MetricsListen          string
+	// Poll is how often the catalog and certificate files are checked.
+	Poll time.Duration
+	// ShutdownDelay keeps serving, not ready, after SIGTERM so endpoints drop
+	// the pod before connections are refused.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds the wait for in-flight reviews.
+	ShutdownTimeout time.Duration
+}
+
+// Server is the webhook. Its zero value is not usable; build it with New.
+type Server struct {
+	cfg      Config
+	log      *zap.Logger
+	metrics  *Metrics
+	catalog  *catalog.Watcher
+	certs    *CertReloader
+	draining atomic.Bool
+}
+
+// New wires a server; nothing is read until Run.
+func New(cfg Config, log *zap.Logger) *Server {
+	s := &Server{cfg: cfg, log: log, metrics: NewMetrics()}
+	s.catalog = catalog.NewWatcher(cfg.CatalogFile, cfg.Poll, catalog.Hooks{
+		Loaded: func(c *catalog.Catalog) {
+			s.metrics.catalogReloads.Inc()
+			s.metrics.catalogOK.Set(1)
+			s.metrics.catalogInfo.Reset()
+			s.metrics.catalogInfo.WithLabelValues(c.Revision).Set(1)
+			log.Info("catalog loaded", zap.String("revision", c.Revision), zap.Strings("plugins", c.Names))
+		},
+		Failed: func(err error) {
+			s.metrics.catalogErrors.Inc()
+			s.metrics.catalogOK.Set(0)
+			log.Error("catalog rejected; keeping the previous version", zap.String("file", cfg.CatalogFile), zap.Error(err))
+		},
+	})
+	s.certs = NewCertReloader(cfg.CertFile, cfg.KeyFile,
+		func(notAfter time.Time) {
+			s.metrics.certReloads.Inc()
+			s.metrics.certExpiry.Set(float64(notAfter.Unix()))
+			log.Info("serving certificate loaded", zap.Time("notAfter", notAfter))
+		},
+		func(err error) {
+			s.metrics.certErrors.Inc()
+			log.Error("serving certificate rejected; keeping the previous one", zap.Error(err))
+		})
+	return s
+}
+
+// Metrics exposes the registry, for tests and benchmarks.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Ready is nil when the server can answer reviews.
+func (s *Server) Ready() error {
+	switch {
+	case s.draining.Load():
+		return errors.New("shutting down")
+	case !s.certs.Loaded():
+		return errors.New("no valid serving certificate loaded")
+	case s.catalog.Current() == nil:
+		return errors.New("no valid catalog loaded")
+	}
+	return nil
+}
+
+// Routes are shared by both listeners; only the metrics listener has /metrics
+// and only the HTTPS one has /mutate.
+func (s *Server) health(r *mux.Router) {
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := s.Ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	}).Methods(http.MethodGet, http.MethodHead)
+}
+
+// WebhookHandler serves /mutate, /healthz and /readyz.
+func (s *Server) WebhookHandler() http.Handler {
+	r := mux.NewRouter()
+	r.Handle("/mutate", http.HandlerFunc(s.mutate)).Methods(http.MethodPost)
+	s.health(r)
+	return s.recoverer(r)
+}
+
+// MetricsHandler serves /metrics, /healthz and /readyz over plain HTTP.
+func (s *Server) MetricsHandler() http.Handler {
+	r := mux.NewRouter()
+	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	s.health(r)
+	return s.recoverer(r)
+}
+
+// recoverer turns a panic into a 500 and a metric instead of a dropped
+// connection; the API server then applies the failure policy.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.metrics.panics.Inc()
+				s.log.Error("handler panic", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+				http.Error(w, "internal error", http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TLSConfig serves the reloaded certificate with TLS 1.2 or later.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
+}
+
+// LoadInitial reads the catalog and certificate once. Failures are logged and
+// leave the server not ready; polling keeps trying.
+func (s *Server) LoadInitial() {
+	_, _ = s.catalog.Reload()
+	_ = s.certs.Reload()
+}
+
+// Run listens on the configured addresses until ctx ends, then drains.
+func (s *Server) Run(ctx context.Context) error {
+	hl, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("webhook listener: %w", err)
+	}
+	ml, err := net.Listen("tcp", s.cfg.MetricsListen)
+	if err != nil {
+		_ = hl.Close()
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	return s.Serve(ctx, hl, ml)
+}
+
+// Serve is Run on listeners the caller opened (tests use port 0).
+func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) error {
+	s.LoadInitial()
+	pollCtx, stopPolling := context.WithCancel(context.Background())
+	defer stopPolling()
+	go s.catalog.Run(pollCtx)
+	go s.certs.Run(pollCtx, s.cfg.Poll)
+
+	errLog := zap.NewStdLog(s.log.Named("http"))
+	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10}
+	ms := &http.Server{Handler: s.MetricsHandler(), ErrorLog: errLog, ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(tls.NewListener(webhookLn, hs.TLSConfig)) }()
+	go func() { errc <- ms.Serve(metricsLn) }()
+	s.log.Info("serving", zap.String("webhook", webhookLn.Addr().String()), zap.String("metrics", metricsLn.Addr().String()))
+
+	select {
+	case err := <-errc:
+		_ = hs.Close()
+		_ = ms.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("draining", zap.Duration("delay", s.cfg.ShutdownDelay))
+	time.Sleep(s.cfg.ShutdownDelay)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err1 := hs.Shutdown(sctx)
+	err2 := ms.Shutdown(sctx)
+	s.log.Info("stopped")
+	return errors.Join(err1, err2)
+}

@@ -1,0 +1,104 @@
+package injector
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// CertReloader serves the newest valid key pair from two files. Secrets mounted
+// as volumes are replaced by a symlink swap, so it compares content on every
+// poll instead of relying on file events.
+type CertReloader struct {
+	certFile, keyFile string
+	onLoad            func(notAfter time.Time)
+	onError           func(error)
+
+	current      atomic.Pointer[tls.Certificate]
+	mu           sync.Mutex
+	lastCert     []byte
+	lastKey      []byte
+	lastErrShown string
+}
+
+// NewCertReloader returns a reloader; call Reload once, then Run.
+func NewCertReloader(certFile, keyFile string, onLoad func(time.Time), onError func(error)) *CertReloader {
+	return &CertReloader{certFile: certFile, keyFile: keyFile, onLoad: onLoad, onError: onError}
+}
+
+// Loaded reports whether a valid pair is in use.
+func (r *CertReloader) Loaded() bool { return r.current.Load() != nil }
+
+// GetCertificate is the tls.Config hook.
+func (r *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	c := r.current.Load()
+	if c == nil {
+		return nil, errors.New("no serving certificate loaded")
+	}
+	return c, nil
+}
+
+// Reload reads both files and installs the pair if it changed and is valid.
+func (r *CertReloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	certPEM, err := os.ReadFile(r.certFile)
+	if err != nil {
+		return r.fail(err)
+	}
+	keyPEM, err := os.ReadFile(r.keyFile)
+	if err != nil {
+		return r.fail(err)
+	}
+	if bytes.Equal(certPEM, r.lastCert) && bytes.Equal(keyPEM, r.lastKey) {
+		return nil
+	}
+	// A rotation writes two files; until both are new the pair does not match
+	// and the old one stays in use.
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return r.fail(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return r.fail(err)
+	}
+	pair.Leaf = leaf
+	r.lastCert, r.lastKey, r.lastErrShown = certPEM, keyPEM, ""
+	r.current.Store(&pair)
+	if r.onLoad != nil {
+		r.onLoad(leaf.NotAfter)
+	}
+	return nil
+}
+
+// fail reports an error once per distinct message, not on every poll.
+func (r *CertReloader) fail(err error) error {
+	if err.Error() != r.lastErrShown {
+		r.lastErrShown = err.Error()
+		if r.onError != nil {
+			r.onError(err)
+		}
+	}
+	return err
+}
+
+// Run polls until ctx ends.
+func (r *CertReloader) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = r.Reload()
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// Load reads and validates a catalog file.
+func Load(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// Parse decodes a catalog strictly (unknown and duplicate keys are errors) and
+// validates it. Every problem is reported in one *ValidationError.
+func Parse(data []byte) (*Catalog, error) {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, &ValidationError{Problems: []string{"yaml: " + err.Error()}}
+	}
+	var f File
+	var p problems
+	strictErrs, err := sigsjson.UnmarshalStrict(js, &f, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
+	if err != nil {
+		return nil, &ValidationError{Problems: []string{"decode: " + err.Error()}}
+	}
+	for _, se := range strictErrs {
+		p = append(p, se.Error())
+	}
+	c := build(&p, &f)
+	if len(p) > 0 {
+		return nil, &ValidationError{Problems: p}
+	}
+	c.Revision = f.Revision
+	if c.Revision == "" {
+		sum := sha256.Sum256(data)
+		c.Revision = hex.EncodeToString(sum[:])[:12]
+	}
+	return c, nil
+}
+
+func build(p *problems, f *File) *Catalog {
+	validateHeader(p, f)
+	validateDefaults(p, &f.Defaults)
+	names := sortedKeys(f.Plugins)
+	c := &Catalog{
+		Plugins:    make(map[string]*Entry, len(f.Plugins)),
+		Names:      names,
+		namespaces: f.Namespaces,
+		Defaults:   resolveDefaults(&f.Defaults),
+	}
+	for _, name := range names {
+		pl := f.Plugins[name]
+		validatePluginName(p, name)
+		validatePlugin(p, name, pl)
+		if pl == nil {
+			continue
+		}
+		e := &Entry{Name: name, Plugin: *pl}
+		if len(pl.Config.Inline) > 0 && string(pl.Config.Inline) != "null" {
+			inlineConfig(p, "plugins."+name+".config.inline", e)
+		}
+		if pl.Config.ConfigMap != nil && pl.Config.ConfigMap.Key == "" {
+			e.Config.ConfigMap = &ConfigMapRef{Name: pl.Config.ConfigMap.Name, Key: keys.PluginConfigFile}
+		}
+		c.Plugins[name] = e
+	}
+	validateSockets(p, c.Plugins, names)
+	validateNamespaces(p, f.Namespaces, f.Plugins, names)
+	return c
+}
+
+// inlineConfig renders the inline config to the YAML the sidecar will read and
+// validates it as a plugin.yaml.
+func inlineConfig(p *problems, field string, e *Entry) {
+	y, err := yaml.JSONToYAML(e.Config.Inline)
+	if err != nil {
+		p.addf(field, "%v", err)
+		return
+	}
+	parsed, err := parsePluginConfig(y)
+	if err != nil {
+		p.addf(field, "%v", err)
+		return
+	}
+	e.InlineYAML = string(y)
+	e.Parsed = parsed
+	e.Socket = socketName(parsed)
+}
+
+func resolveDefaults(d *Defaults) ResolvedDefaults {
+	r := ResolvedDefaults{
+		NativeSidecars:      true,
+		CopyImage:           d.CopyImage,
+		CopyImagePullPolicy: d.CopyImagePullPolicy,
+		RunAsUser:           keys.DefaultArgoCDUID,
+	}
+	if d.NativeSidecars != nil {
+		r.NativeSidecars = *d.NativeSidecars
+	}
+	if d.RunAsUser != nil {
+		r.RunAsUser = *d.RunAsUser
+	}
+	if d.Resources != nil {
+		r.Resources = *d.Resources
+	} else {
+		r.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("50m"),
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			},
+		}
+	}
+	return r
+}
+
+// Enabled lists the plugins a namespace may use: its own list plus the "*" list.
+func (c *Catalog) Enabled(namespace string) []string {
+	own, all := c.namespaces[namespace], c.namespaces[AllNamespaces]
+	if len(all) == 0 {
+		return own
+	}
+	out := append(append([]string(nil), own...), all...)
+	return dedupe(out)
+}
+
+// IsEnabled reports whether plugin may be injected in namespace.
+func (c *Catalog) IsEnabled(namespace, plugin string) bool {
+	for _, n := range c.namespaces[namespace] {
+		if n == plugin {
+			return true
+		}
+	}
+	for _, n := range c.namespaces[AllNamespaces] {
+		if n == plugin {
+			return true
+		}
+	}
+	return false
+}
+
+// ResourcesFor returns the plugin's resources, or the catalog default.
+func (c *Catalog) ResourcesFor(e *Entry) corev1.ResourceRequirements {
+	if e.Resources != nil {
+		return *e.Resources.DeepCopy()
+	}
+	return *c.Defaults.Resources.DeepCopy()
+}
+
+func dedupe(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := in[:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Describe is a one-line summary for logs.
+func (c *Catalog) Describe() string {
+	return fmt.Sprintf("revision %s, plugins: %s", c.Revision, strings.Join(c.Names, ", "))
+}

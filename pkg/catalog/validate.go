@@ -1,0 +1,165 @@
+package catalog
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// maxPluginNameLen keeps "cmp-<name>-config", the longest name derived from a
+// plugin, within the 63 characters of a DNS-1123 label.
+const maxPluginNameLen = 63 - len(keys.SidecarPrefix) - len("-config")
+
+// ValidationError lists every problem of a catalog file, each prefixed by the
+// path of the offending field.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string { return strings.Join(e.Problems, "; ") }
+
+type problems []string
+
+func (p *problems) addf(field, format string, args ...any) {
+	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+}
+
+// validPullPolicy accepts the empty value, meaning the Kubernetes default.
+func validPullPolicy(p *problems, field string, v corev1.PullPolicy) {
+	switch v {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		p.addf(field, "must be one of Always, IfNotPresent, Never (got %q)", v)
+	}
+}
+
+func validateHeader(p *problems, f *File) {
+	if f.APIVersion != APIVersion {
+		p.addf("apiVersion", "must be %q (got %q)", APIVersion, f.APIVersion)
+	}
+	if f.Kind != Kind {
+		p.addf("kind", "must be %q (got %q)", Kind, f.Kind)
+	}
+}
+
+func validateDefaults(p *problems, d *Defaults) {
+	if d.CopyImage == "" {
+		p.addf("defaults.copyImage", "required")
+	}
+	validPullPolicy(p, "defaults.copyImagePullPolicy", d.CopyImagePullPolicy)
+	if d.RunAsUser != nil && *d.RunAsUser <= 0 {
+		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
+	}
+}
+
+func validatePluginName(p *problems, name string) {
+	field := "plugins." + name
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		p.addf(field, "invalid plugin name: %s", strings.Join(errs, ", "))
+		return
+	}
+	if len(name) > maxPluginNameLen {
+		p.addf(field, "plugin name longer than %d characters", maxPluginNameLen)
+	}
+}
+
+func validatePlugin(p *problems, name string, pl *Plugin) {
+	field := "plugins." + name
+	if pl == nil {
+		p.addf(field, "empty plugin entry")
+		return
+	}
+	if pl.Image == "" {
+		p.addf(field+".image", "required")
+	}
+	validPullPolicy(p, field+".imagePullPolicy", pl.ImagePullPolicy)
+	for i, pat := range pl.AllowedImages {
+		if _, err := path.Match(pat, ""); err != nil || pat == "" {
+			p.addf(fmt.Sprintf("%s.allowedImages[%d]", field, i), "invalid pattern %q", pat)
+		}
+	}
+	for i, e := range pl.Env {
+		if errs := validation.IsEnvVarName(e.Name); len(errs) > 0 {
+			p.addf(fmt.Sprintf("%s.env[%d].name", field, i), "invalid name %q: %s", e.Name, strings.Join(errs, ", "))
+		}
+	}
+	validateConfigSource(p, field+".config", &pl.Config)
+}
+
+func validateConfigSource(p *problems, field string, c *ConfigSource) {
+	set := 0
+	if len(c.Inline) > 0 && string(c.Inline) != "null" {
+		set++
+	}
+	if c.ConfigMap != nil {
+		set++
+		if errs := validation.IsDNS1123Subdomain(c.ConfigMap.Name); len(errs) > 0 {
+			p.addf(field+".configMap.name", "invalid ConfigMap name %q: %s", c.ConfigMap.Name, strings.Join(errs, ", "))
+		}
+		if c.ConfigMap.Key != "" {
+			if errs := validation.IsConfigMapKey(c.ConfigMap.Key); len(errs) > 0 {
+				p.addf(field+".configMap.key", "invalid key %q: %s", c.ConfigMap.Key, strings.Join(errs, ", "))
+			}
+		}
+	}
+	if c.FromImage {
+		set++
+	}
+	if set != 1 {
+		p.addf(field, "exactly one of inline, configMap, fromImage must be set (%d set)", set)
+	}
+}
+
+func validateNamespaces(p *problems, namespaces map[string][]string, plugins map[string]*Plugin, known []string) {
+	for _, ns := range sortedKeys(namespaces) {
+		field := "namespaces." + ns
+		if ns != AllNamespaces {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				p.addf(field, "invalid namespace name: %s", strings.Join(errs, ", "))
+			}
+		}
+		seen := map[string]bool{}
+		for i, name := range namespaces[ns] {
+			item := fmt.Sprintf("%s[%d]", field, i)
+			switch {
+			case plugins[name] == nil:
+				p.addf(item, "unknown plugin %q (known: %s)", name, strings.Join(known, ", "))
+			case seen[name]:
+				p.addf(item, "duplicate plugin %q", name)
+			}
+			seen[name] = true
+		}
+	}
+}
+
+// validateSockets rejects two entries that would listen on the same socket
+// file: the second sidecar would silently replace the first one's socket.
+func validateSockets(p *problems, entries map[string]*Entry, names []string) {
+	owner := map[string]string{}
+	for _, name := range names {
+		e := entries[name]
+		if e == nil || e.Socket == "" {
+			continue
+		}
+		if first, dup := owner[e.Socket]; dup {
+			p.addf("plugins."+name+".config", "socket %q is already used by plugin %q; give one a different metadata.name or spec.version", e.Socket, first)
+			continue
+		}
+		owner[e.Socket] = name
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

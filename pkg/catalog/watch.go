@@ -1,0 +1,90 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Hooks observe a Watcher; both are optional and called from the polling goroutine.
+type Hooks struct {
+	// Loaded is called with each new valid catalog.
+	Loaded func(*Catalog)
+	// Failed is called when a changed file cannot be read or is invalid; the
+	// previous catalog stays in use.
+	Failed func(error)
+}
+
+// Watcher keeps the newest valid catalog of a file. It compares a hash of the
+// content on every poll rather than watching mtimes, because a ConfigMap volume
+// updates by swapping a symlink and inotify on the file misses that.
+type Watcher struct {
+	path     string
+	interval time.Duration
+	hooks    Hooks
+
+	current atomic.Pointer[Catalog]
+	mu      sync.Mutex
+	last    [sha256.Size]byte
+	tried   bool
+}
+
+// NewWatcher returns a watcher; call Reload once for the initial load, then Run.
+func NewWatcher(path string, interval time.Duration, hooks Hooks) *Watcher {
+	return &Watcher{path: path, interval: interval, hooks: hooks}
+}
+
+// Current is the catalog in use, or nil if no valid version was ever loaded.
+func (w *Watcher) Current() *Catalog { return w.current.Load() }
+
+// Reload reads the file and swaps the catalog if the content changed and is
+// valid. It returns whether a new catalog was installed.
+func (w *Watcher) Reload() (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		w.fail(err)
+		return false, err
+	}
+	sum := sha256.Sum256(data)
+	if w.tried && sum == w.last {
+		return false, nil
+	}
+	// Remember the hash even on failure so a bad version is reported once, not
+	// on every poll.
+	w.last, w.tried = sum, true
+	c, err := Parse(data)
+	if err != nil {
+		w.fail(err)
+		return false, err
+	}
+	w.current.Store(c)
+	if w.hooks.Loaded != nil {
+		w.hooks.Loaded(c)
+	}
+	return true, nil
+}
+
+func (w *Watcher) fail(err error) {
+	if w.hooks.Failed != nil {
+		w.hooks.Failed(err)
+	}
+}
+
+// Run polls until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = w.Reload()
+		}
+	}
+}

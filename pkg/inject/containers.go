@@ -1,0 +1,110 @@
+package inject
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+func sidecarName(plugin string) string    { return keys.SidecarPrefix + plugin }
+func tmpVolumeName(plugin string) string  { return keys.SidecarPrefix + plugin + "-tmp" }
+func confVolumeName(plugin string) string { return keys.SidecarPrefix + plugin + "-config" }
+
+// restricted is the Pod Security "restricted" profile plus a read-only root:
+// plugins write only to their private /tmp.
+func restricted(uid int64) *corev1.SecurityContext {
+	yes, no := true, false
+	return &corev1.SecurityContext{
+		RunAsUser:                &uid,
+		RunAsNonRoot:             &yes,
+		AllowPrivilegeEscalation: &no,
+		ReadOnlyRootFilesystem:   &yes,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func copyContainer(c *catalog.Catalog, uid int64) corev1.Container {
+	return corev1.Container{
+		Name:            keys.CopyInitContainer,
+		Image:           c.Defaults.CopyImage,
+		ImagePullPolicy: c.Defaults.CopyImagePullPolicy,
+		Command:         []string{keys.CopyServerBinary, "copy", keys.PluginServerPath},
+		Resources:       *c.Defaults.Resources.DeepCopy(),
+		VolumeMounts:    []corev1.VolumeMount{{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath}},
+		SecurityContext: restricted(uid),
+	}
+}
+
+func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, native bool) corev1.Container {
+	mounts := []corev1.VolumeMount{
+		// Read-only: one plugin must not be able to replace the server binary
+		// that every other sidecar executes.
+		{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath, ReadOnly: true},
+		{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir},
+		{Name: tmpVolumeName(e.Name), MountPath: "/tmp"},
+	}
+	switch {
+	case e.Config.ConfigMap != nil:
+		mounts = append(mounts, corev1.VolumeMount{
+			Name: confVolumeName(e.Name), MountPath: keys.PluginConfigDir + "/" + keys.PluginConfigFile,
+			SubPath: e.Config.ConfigMap.Key, ReadOnly: true,
+		})
+	case e.InlineYAML != "":
+		mounts = append(mounts, corev1.VolumeMount{
+			Name: confVolumeName(e.Name), MountPath: keys.PluginConfigDir, ReadOnly: true,
+		})
+	}
+	ctr := corev1.Container{
+		Name:            sidecarName(e.Name),
+		Image:           image,
+		ImagePullPolicy: e.ImagePullPolicy,
+		Command:         []string{keys.PluginServerPath},
+		Args:            []string{"serve"},
+		Env:             append([]corev1.EnvVar(nil), e.Env...),
+		Resources:       c.ResourcesFor(e),
+		VolumeMounts:    mounts,
+		SecurityContext: restricted(uid),
+	}
+	if native {
+		always := corev1.ContainerRestartPolicyAlways
+		ctr.RestartPolicy = &always
+	}
+	return ctr
+}
+
+// pluginVolumes are the volumes one plugin owns: its /tmp and, unless the image
+// bakes it, its config.
+func pluginVolumes(e *catalog.Entry) []corev1.Volume {
+	vols := []corev1.Volume{{
+		Name:         tmpVolumeName(e.Name),
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+	}}
+	switch {
+	case e.Config.ConfigMap != nil:
+		vols = append(vols, corev1.Volume{
+			Name: confVolumeName(e.Name),
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: e.Config.ConfigMap.Name},
+			}},
+		})
+	case e.InlineYAML != "":
+		vols = append(vols, corev1.Volume{
+			Name: confVolumeName(e.Name),
+			VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+				Items: []corev1.DownwardAPIVolumeFile{{
+					Path: keys.PluginConfigFile,
+					FieldRef: &corev1.ObjectFieldSelector{
+						FieldPath: "metadata.annotations['" + keys.ConfigAnnotationPrefix + e.Name + "']",
+					},
+				}},
+			}},
+		})
+	}
+	return vols
+}
+
+func emptyDir(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+}

@@ -1,0 +1,301 @@
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// Inject decides for one pod being created in namespace. The input pod is not
+// modified; an injected Report carries a mutated copy and the JSON Patch.
+func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
+	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
+		return skipped(ReasonNotLabelled)
+	}
+	if _, done := pod.Annotations[keys.StatusAnnotation]; done {
+		// Whatever is there was decided by an earlier pass (or by the offline
+		// CLI); injecting again must not change it.
+		return skipped(ReasonAlreadyInjected)
+	}
+	plan, problems := resolve(pod, namespace, cat)
+	if len(problems) > 0 {
+		return denied(plan.plugins, problems)
+	}
+	return apply(pod, cat, plan)
+}
+
+// plan is what resolve decided to add, before anything is built.
+type plan struct {
+	plugins []string
+	entries []*catalog.Entry
+	images  map[string]string
+}
+
+func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []Problem) {
+	var problems []Problem
+	raw, ok := pod.Annotations[keys.PluginsAnnotation]
+	if !ok {
+		return plan{}, []Problem{{ReasonMalformedAnnotation, fmt.Sprintf(
+			"the pod has the label %s=%s but no annotation %s; list the plugins to inject, e.g. \"helm, kustomize\"",
+			keys.InjectLabel, keys.EnabledValue, keys.PluginsAnnotation)}}
+	}
+	names, problems := ParsePlugins(raw)
+	p := plan{plugins: names, images: map[string]string{}}
+	enabled := cat.Enabled(namespace)
+	for _, name := range names {
+		e := cat.Plugins[name]
+		switch {
+		case e == nil:
+			problems = append(problems, Problem{ReasonUnknownPlugin, fmt.Sprintf(
+				"plugin %q is not in the catalog (known: %s)", name, listOrNone(cat.Names))})
+		case !cat.IsEnabled(namespace, name):
+			problems = append(problems, Problem{ReasonPluginNotEnabled, fmt.Sprintf(
+				"plugin %q is not enabled in namespace %q (enabled: %s)", name, namespace, listOrNone(enabled))})
+		default:
+			p.entries = append(p.entries, e)
+			p.images[name] = e.Image
+		}
+	}
+	problems = append(problems, checkAnnotations(pod, cat, &p)...)
+	problems = append(problems, checkCollisions(pod, p.entries)...)
+	return p, problems
+}
+
+// checkAnnotations validates image overrides and refuses pods that set the
+// config annotations the injector writes: they would replace the admin's config.
+func checkAnnotations(pod *corev1.Pod, cat *catalog.Catalog, p *plan) []Problem {
+	var problems []Problem
+	requested := make(map[string]bool, len(p.plugins))
+	for _, n := range p.plugins {
+		requested[n] = true
+	}
+	for _, k := range sortedAnnotationKeys(pod.Annotations) {
+		v := pod.Annotations[k]
+		switch {
+		case strings.HasPrefix(k, keys.ConfigAnnotationPrefix):
+			problems = append(problems, Problem{ReasonNameCollision, fmt.Sprintf(
+				"annotation %q is written by cmp-injector from the catalog and must not be set on the pod", k)})
+		case strings.HasPrefix(k, keys.ImageAnnotationPrefix):
+			name := strings.TrimPrefix(k, keys.ImageAnnotationPrefix)
+			if !requested[name] {
+				problems = append(problems, Problem{ReasonMalformedAnnotation, fmt.Sprintf(
+					"annotation %q overrides the image of plugin %q, which the pod does not request", k, name)})
+				continue
+			}
+			e := cat.Plugins[name]
+			if e == nil {
+				continue // already reported as unknown
+			}
+			if !imageAllowed(v, e.AllowedImages) {
+				problems = append(problems, Problem{ReasonImageNotAllowed, fmt.Sprintf(
+					"image %q for plugin %q is not allowed (allowed: %s)", v, name, listOrNone(e.AllowedImages))})
+				continue
+			}
+			p.images[name] = v
+		}
+	}
+	return problems
+}
+
+func imageAllowed(image string, patterns []string) bool {
+	for _, pat := range patterns {
+		if ok, _ := path.Match(pat, image); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCollisions refuses to add a container or volume whose name the pod
+// already uses: it is not ours, and we never touch what we do not own.
+func checkCollisions(pod *corev1.Pod, entries []*catalog.Entry) []Problem {
+	containers := map[string]bool{}
+	for _, c := range pod.Spec.InitContainers {
+		containers[c.Name] = true
+	}
+	for _, c := range pod.Spec.Containers {
+		containers[c.Name] = true
+	}
+	volumes := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		volumes[v.Name] = true
+	}
+	var problems []Problem
+	want := []string{keys.CopyInitContainer}
+	var wantVols []string
+	for _, e := range entries {
+		want = append(want, sidecarName(e.Name))
+		for _, v := range pluginVolumes(e) {
+			wantVols = append(wantVols, v.Name)
+		}
+	}
+	for _, n := range want {
+		if containers[n] {
+			problems = append(problems, Problem{ReasonNameCollision, fmt.Sprintf(
+				"container %q already exists and was not added by cmp-injector", n)})
+		}
+	}
+	for _, n := range wantVols {
+		if volumes[n] {
+			problems = append(problems, Problem{ReasonNameCollision, fmt.Sprintf(
+				"volume %q already exists and was not added by cmp-injector", n)})
+		}
+	}
+	return problems
+}
+
+// apply builds the mutated pod and the patch in one pass so they cannot disagree.
+func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
+	pod := in.DeepCopy()
+	var ops patch
+	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
+	uid := sidecarUID(pod, cat)
+	native := cat.Defaults.NativeSidecars
+
+	// Volumes: the shared pair only when missing, then each plugin's own.
+	var vols []corev1.Volume
+	have := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		have[v.Name] = true
+	}
+	for _, n := range []string{keys.VarFilesVolume, keys.PluginsVolume} {
+		if !have[n] {
+			vols = append(vols, emptyDir(n))
+		}
+	}
+	for _, e := range p.entries {
+		vols = append(vols, pluginVolumes(e)...)
+	}
+	for _, v := range vols {
+		status.Volumes = append(status.Volumes, v.Name)
+	}
+	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), vols)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
+
+	// The repo-server needs the socket directory.
+	if i := repoServerIndex(pod); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
+		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
+		base := indexPath("/spec/containers", i) + "/volumeMounts"
+		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []corev1.VolumeMount{m})
+		pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
+	}
+
+	// The copy init container goes last among init containers so it follows any
+	// copyutil; native sidecars follow it because they exec what it copies.
+	inits := []corev1.Container{copyContainer(cat, uid)}
+	status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
+	var sidecars []corev1.Container
+	for _, e := range p.entries {
+		sidecars = append(sidecars, sidecar(cat, e, p.images[e.Name], uid, native))
+	}
+	var mains []corev1.Container
+	if native {
+		inits = append(inits, sidecars...)
+		for _, c := range sidecars {
+			status.InitContainers = append(status.InitContainers, c.Name)
+		}
+	} else {
+		mains = sidecars
+		for _, c := range sidecars {
+			status.Containers = append(status.Containers, c.Name)
+		}
+	}
+	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), inits)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, inits...)
+	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), mains)
+	pod.Spec.Containers = append(pod.Spec.Containers, mains...)
+
+	// Annotations: inline configs for the downwardAPI volumes, then the status.
+	statusJSON, _ := json.Marshal(status)
+	add := map[string]string{}
+	var order []string
+	for _, e := range p.entries {
+		if e.InlineYAML != "" && e.Config.ConfigMap == nil {
+			k := keys.ConfigAnnotationPrefix + e.Name
+			add[k] = e.InlineYAML
+			order = append(order, k)
+		}
+	}
+	add[keys.StatusAnnotation] = string(statusJSON)
+	order = append(order, keys.StatusAnnotation)
+	addAnnotations(&ops, pod.Annotations != nil, add, order)
+	if pod.Annotations == nil {
+		pod.Annotations = make(map[string]string, len(add))
+	}
+	for k, v := range add {
+		pod.Annotations[k] = v
+	}
+
+	return &Report{
+		Decision: Injected,
+		Reasons:  []Reason{ReasonInjected},
+		Plugins:  p.plugins,
+		Pod:      pod,
+		Status:   status,
+		Patch:    ops.marshal(),
+	}
+}
+
+// repoServerIndex is the container named argocd-repo-server, else the first
+// container: charts that rename it still get a working socket mount.
+func repoServerIndex(pod *corev1.Pod) int {
+	for i, c := range pod.Spec.Containers {
+		if c.Name == keys.RepoServerContainer {
+			return i
+		}
+	}
+	if len(pod.Spec.Containers) > 0 {
+		return 0
+	}
+	return -1
+}
+
+func hasMountPath(c corev1.Container, p string) bool {
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// sidecarUID follows the repo-server: the socket is only writable by the UID
+// that created it, so the sidecar runs as the repo-server container's
+// runAsUser, else the pod's, else the catalog default (999). Root is never
+// inherited.
+func sidecarUID(pod *corev1.Pod, cat *catalog.Catalog) int64 {
+	if i := repoServerIndex(pod); i >= 0 {
+		if sc := pod.Spec.Containers[i].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {
+			return *sc.RunAsUser
+		}
+	}
+	if sc := pod.Spec.SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {
+		return *sc.RunAsUser
+	}
+	return cat.Defaults.RunAsUser
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedAnnotationKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) || strings.HasPrefix(k, keys.ImageAnnotationPrefix) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,68 @@
+package inject
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// Operation is one RFC 6902 operation. The injector only ever adds.
+type Operation struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// EscapePointer escapes one JSON Pointer reference token (RFC 6901): "~" first,
+// then "/", since annotation keys contain slashes.
+func EscapePointer(token string) string {
+	if !strings.ContainsAny(token, "~/") {
+		return token
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
+}
+
+// patch accumulates add operations against the pod as it was received.
+type patch []Operation
+
+func (p *patch) add(path string, value any) {
+	*p = append(*p, Operation{Op: "add", Path: path, Value: value})
+}
+
+// appendAll adds items to the array at path. An absent or empty array is
+// written whole, because "/-" needs an existing array.
+func appendAll[T any](p *patch, path string, existing int, items []T) {
+	if len(items) == 0 {
+		return
+	}
+	if existing == 0 {
+		p.add(path, items)
+		return
+	}
+	for i := range items {
+		p.add(path+"/-", items[i])
+	}
+}
+
+// addAnnotations sets keys in metadata.annotations, creating the map when the
+// pod has none.
+func addAnnotations(p *patch, hasMap bool, kv map[string]string, order []string) {
+	if !hasMap {
+		p.add("/metadata/annotations", kv)
+		return
+	}
+	for _, k := range order {
+		p.add("/metadata/annotations/"+EscapePointer(k), kv[k])
+	}
+}
+
+func indexPath(base string, i int) string { return base + "/" + strconv.Itoa(i) }
+
+func (p patch) marshal() []byte {
+	b, err := json.Marshal([]Operation(p))
+	if err != nil {
+		// Every value is a Kubernetes API type or a string map: it always marshals.
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,127 @@
+// Package inject decides whether and how a repo-server pod gets its plugin
+// sidecars. It is pure (no I/O) so the webhook and the offline CLI share it and
+// produce the same result for the same pod and catalog.
+package inject
+
+import (
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Decision is the outcome of one injection attempt.
+type Decision string
+
+// Decisions.
+const (
+	Injected Decision = "injected"
+	Skipped  Decision = "skipped"
+	Denied   Decision = "denied"
+)
+
+// Reason is a stable, machine-readable code: it is a metric label value and
+// appears in logs and in `cmp-injector explain`.
+type Reason string
+
+// Skip reasons: the pod is admitted unchanged.
+const (
+	ReasonNotLabelled     Reason = "not_labelled"
+	ReasonAlreadyInjected Reason = "already_injected"
+	// ReasonNotCreate and ReasonNotPod are used by the webhook for requests it
+	// does not mutate (updates, other resources, subresources).
+	ReasonNotCreate Reason = "not_create"
+	ReasonNotPod    Reason = "not_pod"
+)
+
+// Deny reasons: the pod is rejected with a message naming every problem.
+const (
+	ReasonUnknownPlugin       Reason = "unknown_plugin"
+	ReasonPluginNotEnabled    Reason = "plugin_not_enabled"
+	ReasonImageNotAllowed     Reason = "image_not_allowed"
+	ReasonMalformedAnnotation Reason = "malformed_annotation"
+	ReasonNameCollision       Reason = "name_collision"
+	// ReasonNoCatalog and ReasonMalformedPod are used by the webhook: no valid
+	// catalog is loaded yet, or the object in the review is not a pod.
+	ReasonNoCatalog    Reason = "no_catalog"
+	ReasonMalformedPod Reason = "malformed_pod"
+)
+
+// ReasonInjected labels successful injections.
+const ReasonInjected Reason = "injected"
+
+// DenyPrefix starts every denial message; users see it in ReplicaSet events.
+const DenyPrefix = "cmp-injector denied pod: "
+
+// Problem is one reason to deny, with the human sentence for it.
+type Problem struct {
+	Reason  Reason `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Report is everything one injection decided. Logs, metrics, the admission
+// response and the CLI all read it.
+type Report struct {
+	Decision Decision  `json:"decision"`
+	Reasons  []Reason  `json:"reasons"`
+	Problems []Problem `json:"problems,omitempty"`
+	// Plugins are the plugins the pod asked for, in annotation order.
+	Plugins []string `json:"plugins,omitempty"`
+	// Pod is the mutated copy of the pod; nil unless injected.
+	Pod    *corev1.Pod `json:"-"`
+	Status *Status     `json:"status,omitempty"`
+	// Patch is an RFC 6902 JSON Patch turning the input pod into Pod; nil unless injected.
+	Patch []byte `json:"-"`
+}
+
+// Status is the JSON written to the status annotation: what the injector owns
+// in the pod, so a second pass and humans can tell it apart from the rest.
+type Status struct {
+	Plugins        []string `json:"plugins"`
+	Containers     []string `json:"containers"`
+	InitContainers []string `json:"initContainers"`
+	Volumes        []string `json:"volumes"`
+	Revision       string   `json:"revision"`
+}
+
+// Message is the one-line explanation: for a denial, the text the API server
+// shows to the user.
+func (r *Report) Message() string {
+	switch r.Decision {
+	case Denied:
+		msgs := make([]string, len(r.Problems))
+		for i, p := range r.Problems {
+			msgs[i] = p.Message
+		}
+		return DenyPrefix + strings.Join(msgs, "; ")
+	case Injected:
+		return "injected plugins: " + strings.Join(r.Plugins, ", ")
+	default:
+		return "skipped: " + reasonText(r.Reasons)
+	}
+}
+
+func reasonText(rs []Reason) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
+}
+
+func skipped(r Reason) *Report {
+	return &Report{Decision: Skipped, Reasons: []Reason{r}}
+}
+
+func denied(plugins []string, problems []Problem) *Report {
+	seen := map[Reason]bool{}
+	var reasons []Reason
+	for _, p := range problems {
+		if !seen[p.Reason] {
+			seen[p.Reason] = true
+			reasons = append(reasons, p.Reason)
+		}
+	}
+	sort.Slice(reasons, func(i, j int) bool { return reasons[i] < reasons[j] })
+	return &Report{Decision: Denied, Reasons: reasons, Problems: problems, Plugins: plugins}
+}
