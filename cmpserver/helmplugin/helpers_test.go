@@ -59,18 +59,18 @@ func baseEnv(t testing.TB) map[string]string {
 	t.Helper()
 	home := t.TempDir()
 	return map[string]string{
-		"PATH":                      filepath.Dir(helmBinary(t)),
-		"HOME":                      home,
-		"HELM_CACHE_HOME":           filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME":          filepath.Join(home, "config"),
-		"HELM_DATA_HOME":            filepath.Join(home, "data"),
-		"TMPDIR":                    t.TempDir(),
-		"ARGOCD_APP_NAME":           "myapp",
-		"ARGOCD_APP_NAMESPACE":      "ns",
-		"ARGOCD_APP_PROJECT_NAME":   "default",
-		"KUBE_VERSION":              "1.29.3",
-		"KUBE_API_VERSIONS":         "example.com/v1,apps/v1",
-		"ARGOCD_APP_SOURCE_PATH":    "charts/echo",
+		"PATH":                       filepath.Dir(helmBinary(t)),
+		"HOME":                       home,
+		"HELM_CACHE_HOME":            filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME":           filepath.Join(home, "config"),
+		"HELM_DATA_HOME":             filepath.Join(home, "data"),
+		"TMPDIR":                     t.TempDir(),
+		"ARGOCD_APP_NAME":            "myapp",
+		"ARGOCD_APP_NAMESPACE":       "ns",
+		"ARGOCD_APP_PROJECT_NAME":    "default",
+		"KUBE_VERSION":               "1.29.3",
+		"KUBE_API_VERSIONS":          "example.com/v1,apps/v1",
+		"ARGOCD_APP_SOURCE_PATH":     "charts/echo",
 		"ARGOCD_APP_SOURCE_REPO_URL": "https://git.example.com/repo.git",
 	}
 }

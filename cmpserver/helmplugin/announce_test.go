@@ -1,0 +1,135 @@
+package helmplugin
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// golden compares got with testdata/<name>, or rewrites it under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s is stale (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestAnnounceGolden(t *testing.T) {
+	for _, chart := range []string{"typed", "echo"} {
+		t.Run(chart, func(t *testing.T) {
+			out, stderr, err := runPlugin(t, Announce, chartDir(t, chart), "", baseEnv(t))
+			if err != nil {
+				t.Fatalf("announce: %v (%s)", err, stderr)
+			}
+			if stderr != "" {
+				t.Errorf("unexpected stderr: %s", stderr)
+			}
+			if _, err := params.ParseAnnouncements([]byte(out)); err != nil {
+				t.Errorf("the plugin server would not accept the announcement: %v", err)
+			}
+			golden(t, chart+".parameters.json", out)
+		})
+	}
+}
+
+// TestAnnouncementRoundTrip sends every announced value back unchanged; the chart
+// must render exactly as with no parameters, so no value changes type or text.
+func TestAnnouncementRoundTrip(t *testing.T) {
+	for _, chart := range []string{"typed", "echo"} {
+		t.Run(chart, func(t *testing.T) {
+			dir := chartDir(t, chart)
+			out, _, err := runPlugin(t, Announce, dir, "", baseEnv(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list []params.Announcement
+			if err := json.Unmarshal([]byte(out), &list); err != nil {
+				t.Fatal(err)
+			}
+			var back []params.AppParameter
+			for _, a := range list {
+				if a.CollectionType == params.CollectionMap {
+					back = append(back, params.AppParameter{Name: a.Name, Map: a.Map})
+				}
+			}
+			plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, stderr, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back))
+			if err != nil {
+				t.Fatalf("generate with the announced values: %v (%s)", err, stderr)
+			}
+			if got != plain {
+				t.Errorf("announced values sent back change the output\n--- with\n%s\n--- without\n%s", got, plain)
+			}
+		})
+	}
+}
+
+func TestAnnounceFollowsSelectedValuesFiles(t *testing.T) {
+	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"values-prod.yaml", "values-extra.yml"}}})
+	out, _, err := runPlugin(t, Announce, chartDir(t, "echo"), "", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []params.Announcement
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	maps := map[string]map[string]string{}
+	for _, a := range list {
+		maps[a.Name] = a.Map
+	}
+	if got := maps[ParamHelmNumberParameters]["replicas"]; got != "3" {
+		t.Errorf("replicas = %q, want 3 from values-prod.yaml", got)
+	}
+	if got := maps[ParamHelmParameters]["extra"]; got != "from-values-extra" {
+		t.Errorf("extra = %q, want it from values-extra.yml", got)
+	}
+	if got := maps[ParamHelmParameters]["image.tag"]; got != "1.26" {
+		t.Errorf("image.tag = %q, want 1.26", got)
+	}
+}
+
+func TestAnnounceErrors(t *testing.T) {
+	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"../typed/values.yaml"}}})
+	if _, _, err := runPlugin(t, Announce, chartDir(t, "echo"), "", env); err == nil || !strings.Contains(err.Error(), "outside the repository") {
+		t.Errorf("error = %v, want the escape refused", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("- a list\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runPlugin(t, Announce, dir, "", baseEnv(t)); err == nil || !strings.Contains(err.Error(), "not a map") {
+		t.Errorf("error = %v, want a clear error for a non-map values.yaml", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("a: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.schema.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runPlugin(t, Announce, dir, "", baseEnv(t))
+	if err != nil || !strings.Contains(stderr, "values.schema.json ignored") || !strings.Contains(out, `"a": "1"`) {
+		t.Errorf("a broken schema should only warn: err=%v stderr=%q out=%s", err, stderr, out)
+	}
+}

@@ -1,0 +1,83 @@
+package helmplugin
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+)
+
+// runMain runs Main as cmp-server would: env from the process, the chart as cwd.
+func runMain(t *testing.T, dir string, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	t.Chdir(dir)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestMainGenerate(t *testing.T) {
+	dir := chartDir(t, "echo")
+	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "helm-parameters", Map: map[string]string{"x": "a,b"}}})
+	want, _, err := runPlugin(t, Generate, dir, "", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, got, stderr := runMain(t, dir, env, "generate")
+	if code != 0 || got != want {
+		t.Fatalf("exit %d, stderr %q, output equal to Generate: %v", code, stderr, got == want)
+	}
+}
+
+func TestMainParametersWithRepoRootFlag(t *testing.T) {
+	charts := chartDir(t, "")
+	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"../typed/values.yaml"}}})
+	code, out, stderr := runMain(t, chartDir(t, "echo"), env, "parameters", "--repo-root", charts)
+	if code != 0 || !strings.Contains(out, `"ingress.enabled": "false"`) {
+		t.Fatalf("exit %d, stderr %q, out %s", code, stderr, out)
+	}
+}
+
+func TestMainErrors(t *testing.T) {
+	env := baseEnv(t)
+	env[keys.EnvAppParameters] = ""
+	cases := []struct {
+		name     string
+		dir      string
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{"no subcommand", "echo", nil, 2, "usage:"},
+		{"unknown subcommand", "echo", []string{"install"}, 2, `unknown subcommand "install"`},
+		{"stray argument", "echo", []string{"generate", "extra"}, 2, "unexpected arguments"},
+		{"bad flag", "echo", []string{"generate", "--nope"}, 2, "flag provided but not defined"},
+		{"broken chart", "broken", []string{"generate"}, 1, "Error: parse error at (broken/templates/bad.yaml:5)"},
+		{"bad parameter", "echo", []string{"generate"}, 1, "cmp-server helm generate: " + keys.EnvAppParameters},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := env
+			if tc.name == "bad parameter" {
+				e = map[string]string{keys.EnvAppParameters: "{"}
+				for k, v := range env {
+					if k != keys.EnvAppParameters {
+						e[k] = v
+					}
+				}
+			}
+			code, _, stderr := runMain(t, chartDir(t, tc.dir), e, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.inStderr) {
+				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tc.code, stderr, tc.inStderr)
+			}
+		})
+	}
+}
