@@ -1,0 +1,203 @@
+package injector
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
+
+const goldenDir = "testdata/golden"
+
+// TestGolden drives every case through the webhook (HTTPS, AdmissionReview,
+// returned JSON Patch applied with evanphx/json-patch) and through Process,
+// the function behind `cmp-injector inject`. Both must equal the golden.
+func TestGolden(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join(goldenDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]*testServer{}
+	expected := map[string]bool{}
+	for _, in := range cases {
+		if strings.HasSuffix(in, ".injected.yaml") || strings.HasSuffix(in, ".catalog.yaml") {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
+		catFile := filepath.Join("testdata", "catalog.yaml")
+		if _, err := os.Stat(filepath.Join(goldenDir, name+".catalog.yaml")); err == nil {
+			catFile = filepath.Join(goldenDir, name+".catalog.yaml")
+		}
+		if servers[catFile] == nil {
+			servers[catFile] = startServer(t, catFile)
+		}
+		ts := servers[catFile]
+		t.Run(name, func(t *testing.T) {
+			cat, err := catalog.Load(catFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := Process(bytes.NewReader(input), cat, "")
+			if err != nil || len(objs) != 1 {
+				t.Fatalf("Process: %d objects, %v", len(objs), err)
+			}
+			offline := objs[0]
+			webOut, webMsg := viaWebhook(t, ts, input)
+
+			if offline.Report.Decision == inject.Denied {
+				golden := filepath.Join(goldenDir, name+".denied.txt")
+				expected[golden] = true
+				offMsg := offline.Report.Message()
+				if webMsg != offMsg {
+					t.Errorf("webhook and offline messages differ:\nwebhook: %s\noffline: %s", webMsg, offMsg)
+				}
+				if err := Denials(objs); err == nil || !strings.Contains(err.Error(), offMsg) {
+					t.Errorf("Denials() = %v, want it to contain the report message", err)
+				}
+				checkGolden(t, golden, []byte(offMsg+"\n"))
+				return
+			}
+			if webMsg != "" {
+				t.Fatalf("webhook denied: %s", webMsg)
+			}
+			golden := filepath.Join(goldenDir, name+".injected.yaml")
+			expected[golden] = true
+			checkGolden(t, golden, offline.Output)
+			if !bytes.Equal(webOut, offline.Output) {
+				t.Errorf("webhook output differs from offline output:\n%s", webOut)
+			}
+			if offline.Report.Decision == inject.Injected {
+				checkReportPod(t, offline)
+				checkIdempotent(t, cat, offline.Output)
+			}
+		})
+	}
+	// A golden without an input case is stale.
+	all, _ := filepath.Glob(filepath.Join(goldenDir, "*"))
+	for _, f := range all {
+		if (strings.HasSuffix(f, ".injected.yaml") || strings.HasSuffix(f, ".denied.txt")) && !expected[f] {
+			if *update {
+				_ = os.Remove(f)
+				continue
+			}
+			t.Errorf("stale golden %s: no case produces it (run go test ./injector/... -update)", f)
+		}
+	}
+}
+
+// viaWebhook posts the case's pod to the server and renders the object the
+// way `inject` does, or returns the denial message.
+func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal(input, &obj); err != nil {
+		t.Fatal(err)
+	}
+	kind, _ := obj["kind"].(string)
+	api, _ := obj["apiVersion"].(string)
+	path := templatePath[api+"/"+kind]
+	podJSON, err := PodJSON(obj, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := obj["metadata"].(map[string]any)["namespace"].(string)
+	resp := ts.review(t, podReview("uid-1", ns, podJSON, false))
+	if resp.UID != "uid-1" {
+		t.Errorf("response uid %q", resp.UID)
+	}
+	if !resp.Allowed {
+		return nil, resp.Result.Message
+	}
+	if resp.Patch == nil {
+		return input, ""
+	}
+	if *resp.PatchType != "JSONPatch" {
+		t.Fatalf("patch type %s", *resp.PatchType)
+	}
+	p, err := jsonpatch.DecodePatch(resp.Patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := p.Apply(podJSON)
+	if err != nil {
+		t.Fatalf("apply: %v\npatch: %s", err, resp.Patch)
+	}
+	out, err := WithPod(obj, path, patched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, ""
+}
+
+// checkReportPod: the typed pod in the report and the patch must agree.
+func checkReportPod(t *testing.T, o *Object) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal(o.Output, &obj); err != nil {
+		t.Fatal(err)
+	}
+	api, _ := obj["apiVersion"].(string)
+	podJSON, err := PodJSON(obj, templatePath[api+"/"+o.Kind])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patched corev1.Pod
+	if err := json.Unmarshal(podJSON, &patched); err != nil {
+		t.Fatal(err)
+	}
+	want := o.Report.Pod.DeepCopy()
+	want.TypeMeta = patched.TypeMeta
+	if !equality.Semantic.DeepEqual(&patched, want) {
+		t.Errorf("Report.Pod and the patched pod differ")
+	}
+}
+
+// checkIdempotent: injecting the injected output again changes nothing.
+func checkIdempotent(t *testing.T, cat *catalog.Catalog, injected []byte) {
+	t.Helper()
+	again, err := Process(bytes.NewReader(injected), cat, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := again[0].Report
+	if r.Decision != inject.Skipped || r.Reasons[0] != inject.ReasonAlreadyInjected {
+		t.Errorf("second pass: %s %v", r.Decision, r.Reasons)
+	}
+	if !bytes.Equal(again[0].Output, injected) {
+		t.Errorf("second pass changed the output")
+	}
+}
+
+func checkGolden(t *testing.T, file string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./injector/... -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale (run go test ./injector/... -update); got:\n%s", file, got)
+	}
+}
