@@ -55,9 +55,11 @@ chart-sync:
 	@cmp -s deploy/plugins/catalog.yaml $(CHART)/files/example-catalog.yaml || \
 	  { echo "$(CHART)/files/example-catalog.yaml differs from deploy/plugins/catalog.yaml: run make chart"; exit 1; }
 
-## chart: sync the example catalog into the chart, lint and package it into bin/
+## chart: sync the example catalog into the chart, render deploy/base, lint and package into bin/
 chart:
+	hack/tools.sh helm
 	cp deploy/plugins/catalog.yaml $(CHART)/files/example-catalog.yaml
+	hack/render-deploy.sh
 	$(BIN)/helm lint --strict $(CHART)
 	$(BIN)/helm package $(CHART) -d $(BIN)
 
@@ -84,9 +86,9 @@ fuzz:
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; done; done
 
 ## demo: the injector and a plugin server, for real, on this machine
-demo: build
-	hack/tools.sh helm
-	hack/demo.sh
+demo:
+	hack/tools.sh helm etcd kube-apiserver
+	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/demo
 
 clean:
 	rm -rf $(BIN)/cmp-injector $(BIN)/cmp-server $(BIN)/*.tgz

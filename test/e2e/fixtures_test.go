@@ -3,7 +3,6 @@ package e2e
 import (
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,44 +17,22 @@ import (
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
-// catalogFor returns the shipped example catalog (deploy/plugins/catalog.yaml)
-// with a fixed revision and the given namespace policy, so the goldens are stable
-// and the example catalog itself is what the tests prove.
+// catalogFor is the example catalog with the given sidecar mode and namespaces.
 func catalogFor(t *testing.T, nativeSidecars bool, namespaces map[string][]string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(env.repo, "deploy", "plugins", "catalog.yaml"))
+	b, err := harness.ExampleCatalog(nativeSidecars, namespaces)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := map[string]any{}
-	if err := yaml.Unmarshal(b, &cat); err != nil {
-		t.Fatal(err)
-	}
-	cat["revision"] = "e2e"
-	defaults, _ := cat["defaults"].(map[string]any)
-	if defaults == nil {
-		defaults = map[string]any{}
-		cat["defaults"] = defaults
-	}
-	defaults["nativeSidecars"] = nativeSidecars
-	cat["namespaces"] = namespaces
-	out, err := yaml.Marshal(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return b
 }
 
 // loadPod reads a pod fixture from testdata.
 func loadPod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	pod, err := harness.LoadPod(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
-	}
-	pod := &corev1.Pod{}
-	if err := yaml.UnmarshalStrict(b, pod); err != nil {
-		t.Fatalf("%s: %v", name, err)
 	}
 	return pod
 }
@@ -77,7 +54,7 @@ func startInjector(t *testing.T, catalog []byte, set ...string) *harness.Injecto
 	return in
 }
 
-const webhookPath = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+const webhookPath = harness.WebhookConfigurations
 
 // installWebhook applies the chart's MutatingWebhookConfiguration for in.
 func installWebhook(t *testing.T, in *harness.Injector, set ...string) {
@@ -91,14 +68,10 @@ func installWebhook(t *testing.T, in *harness.Injector, set ...string) {
 
 func installWebhookWithCA(t *testing.T, in *harness.Injector, caBundle string, set ...string) {
 	t.Helper()
-	mwc, err := harness.RenderWebhook(filepath.Join(env.repo, "charts", "cmp-injector"), kubeVersion(), in.URL(), caBundle, set...)
+	c := env.cp.Client()
+	name, err := c.InstallWebhook(kubeVersion(), in.URL(), caBundle, set...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	name := mwc["metadata"].(map[string]any)["name"].(string)
-	c := env.cp.Client()
-	if err := c.Apply(webhookPath, name, mwc); err != nil {
-		t.Fatalf("apply webhook: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Delete(webhookPath + "/" + name) })
 }
@@ -115,22 +88,12 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 
 var enabledNS = map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue}
 
-// waitActive polls with server-side dry-run creates until the apiserver has
-// picked up the webhook (it learns of configurations through an informer).
+// waitActive waits until the apiserver calls the injector for pods in ns.
 func waitActive(t *testing.T, ns string) {
 	t.Helper()
-	c := env.cp.Client()
-	err := harness.Eventually(30*time.Second, 20*time.Millisecond, func() (bool, error) {
-		pod := loadPod(t, "repo-server-pod.yaml")
-		pod.Name = "probe"
-		got, err := c.CreatePod(ns, pod, true)
-		if err != nil {
-			return false, err
-		}
-		_, ok := got.Annotations[keys.StatusAnnotation]
-		return ok, errors.New("webhook not active yet")
-	})
-	if err != nil {
+	pod := loadPod(t, "repo-server-pod.yaml")
+	pod.Name = "probe"
+	if err := env.cp.Client().WaitInjecting(ns, pod, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,4 +167,10 @@ func x509Pool(t *testing.T, pemBytes []byte) *x509.CertPool {
 		t.Fatal("no certificate in PEM")
 	}
 	return pool
+}
+
+// jsonString is s as a JSON string literal, as it appears in a manifest.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -16,8 +16,8 @@ var metaZero metav1.Time
 
 // Metric names of the injector that the scenarios read.
 const (
-	metricRequests = "cmp_injector_admission_requests_total"
-	metricInjected = "cmp_injector_injections_total"
+	metricRequests = "cmp_injector_requests_total"
+	metricInjected = "cmp_injector_injected_total"
 )
 
 func metric(t *testing.T, in *harness.Injector, name string, labels ...string) float64 {

@@ -38,6 +38,9 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 		Catalog:  filepath.Join(dir, "catalog.yaml"),
 		CertFile: filepath.Join(dir, "tls", "tls.crt"), KeyFile: filepath.Join(dir, "tls", "tls.key"),
 		CAFile: filepath.Join(dir, "tls", "ca.crt")}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(in.Catalog, catalog, 0o644); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// hostileMessage reaches helm through --set; it must arrive literally.
+const hostileMessage = `it's "quoted", has commas, a=b, [brackets], $(whoami) and a.dot`
+
+// TestInjectedPodBoots takes the pod the apiserver stored and runs the
+// containers the injector added, as local processes: the copy init container
+// copies the real cmp-server binary into var-files, the Helm sidecar starts from
+// its projected plugin.yaml and listens on its socket, and a gRPC client streams a
+// repository to it and generates manifests with parameters, as Argo CD does.
+func TestInjectedPodBoots(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		name := map[bool]string{true: "native sidecars", false: "classic sidecars"}[native]
+		t.Run(name, func(t *testing.T) {
+			startInjector(t, catalogFor(t, native, map[string][]string{"*": {"helm", "kustomize"}}))
+			c := env.cp.Client()
+			ns := newNamespace(t, "boot", enabledNS)
+			waitActive(t, ns)
+			pod := loadPod(t, "repo-server-pod.yaml")
+			pod.Annotations[keys.PluginsAnnotation] = "helm, kustomize"
+			if _, err := c.CreatePod(ns, pod, false); err != nil {
+				t.Fatal(err)
+			}
+			stored, err := c.GetPod(ns, pod.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := filepath.Join(env.root, map[bool]string{true: "n", false: "c"}[native])
+			start := time.Now()
+			booted, sockets, err := harness.BootInjectedPod(stored, env.bins["cmp-server"], root, env.logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer booted.Stop()
+			t.Logf("copy init container ran and both plugin servers listen in %s", time.Since(start).Round(time.Millisecond))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cl, err := client.Dial(ctx, filepath.Join(sockets, "helm.sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			check, err := cl.Check(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !check.DiscoveryConfigured {
+				t.Error("helm plugin reports no discovery; the example config discovers Chart.yaml")
+			}
+			msg := hostileMessage
+			ps := []params.AppParameter{
+				{Name: "values-files", Array: []string{"values-prod.yaml"}},
+				{Name: "helm-parameters", Map: map[string]string{"message": msg, "service.port": "8081"}},
+			}
+			reqEnv, err := harness.RepoServerEnv("guestbook", "demo", "apps/guestbook", kubeVersion(), ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := client.Request{RepoRoot: filepath.Join("testdata", "repo"), AppRelPath: "apps/guestbook", Env: reqEnv}
+			match, err := cl.Match(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !match.Supported {
+				t.Error("helm plugin does not match a chart directory")
+			}
+			manifests, err := cl.Generate(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := strings.Join(manifests, "\n")
+			t.Logf("generated %d manifests", len(manifests))
+			for _, want := range []string{`"replicas":3`, `"name":"guestbook-guestbook"`, `"namespace":"demo"`, `"port":8081`} {
+				if !strings.Contains(all, want) {
+					t.Errorf("manifests lack %s:\n%s", want, all)
+				}
+			}
+			if !strings.Contains(all, jsonString(msg)) {
+				t.Errorf("the hostile value did not reach helm literally; want %s in:\n%s", jsonString(msg), all)
+			}
+			ann, err := cl.Parameters(ctx, client.Request{RepoRoot: filepath.Join("testdata", "repo"), AppRelPath: "apps/guestbook"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, a := range ann {
+				names = append(names, a.Name)
+			}
+			if got := strings.Join(names, ","); !strings.Contains(got, "values-files") || !strings.Contains(got, "helm-parameters") {
+				t.Errorf("announcement names = %s", got)
+			}
+		})
+	}
+}
