@@ -2,31 +2,28 @@ package catalog
 
 import (
 	"errors"
-
-	"sigs.k8s.io/yaml"
+	"strings"
 
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// parsePluginConfig and socketName are the only places the catalog touches the
-// plugin.yaml format, so that the plugin server's parser is the single judge.
+// parsePluginConfig judges an inline config with the plugin server's own
+// parser. The server merely warns about unknown keys and ignored discovery
+// rules; the catalog is admin-owned and strict, so here they are errors: a
+// typo would otherwise reach every repo-server pod.
 func parsePluginConfig(y []byte) (*pluginconfig.Plugin, error) {
-	var pl pluginconfig.Plugin
-	if err := yaml.UnmarshalStrict(y, &pl); err != nil {
+	pl, warnings, err := pluginconfig.Parse(y)
+	if err != nil {
 		return nil, err
 	}
-	if pl.Kind != pluginconfig.Kind {
-		return nil, errors.New("kind must be " + pluginconfig.Kind)
+	msgs := warnings
+	if err := pl.Validate(); err != nil {
+		msgs = append(msgs, err.Error())
 	}
-	if pl.Metadata.Name == "" {
-		return nil, errors.New("metadata.name: required")
+	if len(msgs) > 0 {
+		return nil, errors.New(strings.Join(msgs, "; "))
 	}
-	return &pl, nil
+	return pl, nil
 }
 
-func socketName(pl *pluginconfig.Plugin) string {
-	if pl.Spec.Version != "" {
-		return pl.Metadata.Name + "-" + pl.Spec.Version + ".sock"
-	}
-	return pl.Metadata.Name + ".sock"
-}
+func socketName(pl *pluginconfig.Plugin) string { return pl.SocketName() }

@@ -148,7 +148,7 @@ func validateSockets(p *problems, entries map[string]*Entry, names []string) {
 			continue
 		}
 		if first, dup := owner[e.Socket]; dup {
-			p.addf("plugins."+name+".config", "socket %q is already used by plugin %q; give one a different metadata.name or spec.version", e.Socket, first)
+			p.addf("plugins."+name+".config", "socket %q is already used by plugin %q: give one of them a different metadata.name or spec.version", e.Socket, first)
 			continue
 		}
 		owner[e.Socket] = name

@@ -1,0 +1,196 @@
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestParseExample(t *testing.T) {
+	data, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if want := hex.EncodeToString(sum[:])[:12]; c.Revision != want {
+		t.Errorf("default revision %q, want %q", c.Revision, want)
+	}
+	if !c.Defaults.NativeSidecars || c.Defaults.RunAsUser != 999 {
+		t.Errorf("defaults not applied: %+v", c.Defaults)
+	}
+	if got := c.Defaults.Resources.Requests.Memory().String(); got != "64Mi" {
+		t.Errorf("default memory request %s", got)
+	}
+	if !reflect.DeepEqual(c.Names, []string{"helm", "kustomize", "tanka"}) {
+		t.Errorf("names %v", c.Names)
+	}
+	h := c.Plugins["helm"]
+	if h.Socket != "helm.sock" || !strings.Contains(h.InlineYAML, "kind: ConfigManagementPlugin") {
+		t.Errorf("helm entry: socket %q inline %q", h.Socket, h.InlineYAML)
+	}
+	if k := c.Plugins["kustomize"]; k.Config.ConfigMap.Key != "plugin.yaml" {
+		t.Errorf("configMap key default %q", k.Config.ConfigMap.Key)
+	}
+	if got := c.Enabled("argocd"); !reflect.DeepEqual(got, []string{"kustomize", "helm"}) {
+		t.Errorf("Enabled(argocd) = %v", got)
+	}
+	if !c.IsEnabled("anywhere", "helm") || c.IsEnabled("anywhere", "kustomize") || c.IsEnabled("argocd", "tanka") {
+		t.Error("IsEnabled does not follow namespaces and \"*\"")
+	}
+}
+
+// One message names every bad field, with its path.
+func TestParseReportsEveryProblem(t *testing.T) {
+	bad := `
+apiVersion: cmp-injector.io/v1
+kind: PluginCatalog
+defaults:
+  runAsUser: 0
+  copyImagePullPolicy: Sometimes
+  colour: blue
+plugins:
+  helm:
+    imagePullPolicy: Always
+    allowedImages: ["alpine/[helm"]
+    env: [{name: "1BAD"}]
+    config:
+      fromImage: true
+      configMap: {name: x}
+  Bad_Name:
+    image: x
+    config: {fromImage: true}
+  v1:
+    image: a
+    config:
+      inline: {kind: ConfigManagementPlugin, metadata: {name: cdk8s}, spec: {version: v1, generate: {command: [a]}}}
+  v1-again:
+    image: a
+    config:
+      inline: {kind: ConfigManagementPlugin, metadata: {name: cdk8s}, spec: {version: v1, generate: {command: [a]}}}
+  broken:
+    image: a
+    config:
+      inline: {kind: ConfigManagementPlugin, metadata: {name: broken}, spec: {generat: {command: [a]}}}
+namespaces:
+  argocd: [helm, kustomise, helm]
+`
+	_, err := Parse([]byte(bad))
+	var ve *ValidationError
+	if err == nil || !asValidation(err, &ve) {
+		t.Fatalf("want a ValidationError, got %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`unknown field "defaults.colour"`,
+		`apiVersion: must be "cmp-injector.io/v1alpha1"`,
+		"defaults.copyImage: required",
+		"defaults.copyImagePullPolicy: must be one of",
+		"defaults.runAsUser: must be a non-root UID",
+		"plugins.helm.image: required",
+		"plugins.helm.allowedImages[0]: invalid pattern",
+		"plugins.helm.env[0].name: invalid name",
+		"plugins.helm.config: exactly one of inline, configMap, fromImage must be set (2 set)",
+		"plugins.Bad_Name: invalid plugin name",
+		`plugins.v1-again.config: socket "cdk8s-v1.sock" is already used by plugin "v1"`,
+		`plugins.broken.config.inline: `,
+		`namespaces.argocd[1]: unknown plugin "kustomise"`,
+		`namespaces.argocd[2]: duplicate plugin "helm"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, strings.ReplaceAll(msg, "; ", "\n"))
+		}
+	}
+}
+
+func asValidation(err error, ve **ValidationError) bool {
+	v, ok := err.(*ValidationError)
+	*ve = v
+	return ok
+}
+
+func TestParseRejectsDuplicateKeysAndGarbage(t *testing.T) {
+	for name, doc := range map[string]string{
+		"duplicate key": "apiVersion: a\napiVersion: b\n",
+		"not yaml":      "plugins: [",
+		"wrong type":    "plugins: 3\n",
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A ConfigMap volume updates by swapping the ..data symlink; the watcher must
+// see it, keep the old catalog on a bad version, and report it once.
+func TestWatcherFollowsSymlinkSwapAndKeepsOldOnError(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := os.ReadFile("testdata/example.yaml")
+	writeVersion := func(n int, content []byte) {
+		v := filepath.Join(dir, "v"+string(rune('0'+n)))
+		if err := os.MkdirAll(v, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(v, "catalog.yaml"), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		_ = os.Remove(tmp)
+		if err := os.Symlink(v, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeVersion(1, good)
+	if err := os.Symlink(filepath.Join("..data", "catalog.yaml"), filepath.Join(dir, "catalog.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	var loaded, failed atomic.Int32
+	w := NewWatcher(filepath.Join(dir, "catalog.yaml"), 10*time.Millisecond, Hooks{
+		Loaded: func(*Catalog) { loaded.Add(1) },
+		Failed: func(error) { failed.Add(1) },
+	})
+	if changed, err := w.Reload(); !changed || err != nil {
+		t.Fatalf("initial load: %v %v", changed, err)
+	}
+	first := w.Current()
+
+	writeVersion(2, []byte("apiVersion: nope\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	waitFor(t, func() bool { return failed.Load() == 1 })
+	if w.Current() != first {
+		t.Fatal("a bad version replaced the catalog")
+	}
+
+	writeVersion(3, append([]byte("revision: r3\n"), good...))
+	waitFor(t, func() bool { return w.Current().Revision == "r3" })
+	time.Sleep(50 * time.Millisecond)
+	if failed.Load() != 1 || loaded.Load() != 2 {
+		t.Errorf("loaded %d failed %d, want 2 and 1", loaded.Load(), failed.Load())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
