@@ -64,3 +64,8 @@ const (
 	// CopyServerBinary is where the plugin server binary lives inside the copy image.
 	CopyServerBinary = "/usr/local/bin/cmp-server"
 )
+
+// More environment variables shared with Argo CD's plugin server.
+const (
+	EnvGRPCKeepAliveMin = "ARGOCD_GRPC_KEEP_ALIVE_MIN"
+)

@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+)
+
+// appFlags are the repository and Application facts that run and call turn into
+// the env a repo-server would send.
+type appFlags struct {
+	appDir, repoRoot, paramsFile string
+	env                          multiFlag
+	app                          client.App
+	apiVersions                  string
+	noPlugin                     bool
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func (a *appFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.appDir, "app-dir", ".", "the Application's directory (spec.source.path)")
+	fs.StringVar(&a.repoRoot, "repo-root", "", "root of the repository to send (default: --app-dir)")
+	fs.StringVar(&a.paramsFile, "parameters", "", "YAML or JSON list of spec.source.plugin.parameters ({name, string|array|map})")
+	fs.Var(&a.env, "env", "NAME=VALUE of spec.source.plugin.env, sent as ARGOCD_ENV_NAME (repeatable)")
+	fs.StringVar(&a.app.Name, "app-name", "", "ARGOCD_APP_NAME (default: base name of --app-dir)")
+	fs.StringVar(&a.app.Namespace, "app-namespace", "default", "ARGOCD_APP_NAMESPACE, the destination namespace")
+	fs.StringVar(&a.app.Project, "project", "default", "ARGOCD_APP_PROJECT_NAME")
+	fs.StringVar(&a.app.Revision, "revision", "0000000000000000000000000000000000000000", "ARGOCD_APP_REVISION")
+	fs.StringVar(&a.app.RepoURL, "repo-url", "", "ARGOCD_APP_SOURCE_REPO_URL")
+	fs.StringVar(&a.app.TargetRevision, "target-revision", "HEAD", "ARGOCD_APP_SOURCE_TARGET_REVISION")
+	fs.StringVar(&a.app.KubeVersion, "kube-version", "", "KUBE_VERSION, e.g. 1.34.0")
+	fs.StringVar(&a.apiVersions, "kube-api-versions", "", "KUBE_API_VERSIONS, comma separated")
+	fs.BoolVar(&a.noPlugin, "no-plugin-source", false, "omit ARGOCD_APP_PARAMETERS, as for an Application without spec.source.plugin")
+}
+
+// request resolves the flags into a repo root, app path and request env.
+func (a *appFlags) request() (root, appRel string, env []string, err error) {
+	appDir, err := filepath.Abs(a.appDir)
+	if err != nil {
+		return "", "", nil, err
+	}
+	root = appDir
+	if a.repoRoot != "" {
+		if root, err = filepath.Abs(a.repoRoot); err != nil {
+			return "", "", nil, err
+		}
+	}
+	appRel, err = filepath.Rel(root, appDir)
+	if err != nil || appRel == ".." || strings.HasPrefix(appRel, "../") {
+		return "", "", nil, fmt.Errorf("--app-dir %s is not inside --repo-root %s", appDir, root)
+	}
+	app := a.app
+	if app.Name == "" {
+		app.Name = filepath.Base(appDir)
+	}
+	app.SourcePath = appRel
+	if a.apiVersions != "" {
+		app.KubeAPIVersions = strings.Split(a.apiVersions, ",")
+	}
+	app.PluginEnv = a.env
+	app.HasPlugin = !a.noPlugin
+	if a.paramsFile != "" {
+		if app.Parameters, err = readParameters(a.paramsFile); err != nil {
+			return "", "", nil, err
+		}
+	}
+	env, err = app.Environ()
+	return root, appRel, env, err
+}
+
+func readParameters(path string) ([]params.AppParameter, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ps, err := params.Decode(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ps, nil
+}
+
+// Run executes a plugin.yaml locally: cmp-server run generate|parameters|match.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "cmp-server run generate|parameters|match --config FILE --app-dir DIR [flags]", stderr)
+	config := fs.String("config", "plugin.yaml", "the plugin.yaml to run")
+	var a appFlags
+	a.register(fs)
+	var req cmpserver.LocalRequest
+	limitFlags(fs, &req.Limits)
+	execFlags(fs, &req.Exec)
+	level, format := logFlags(fs)
+	action, err := parseWithAction(fs, args)
+	if err != nil {
+		return usageError(fs, stderr, err)
+	}
+	log, err := newLogger(*level, *format, stderr)
+	if err != nil {
+		return usageError(fs, stderr, err)
+	}
+	plugin, warnings, err := pluginconfig.Load(*config)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	root, appRel, env, err := a.request()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	req.Plugin, req.RepoRoot, req.AppRelPath, req.Env, req.Logger = plugin, root, appRel, env, log
+	var out any
+	switch action {
+	case "generate":
+		out, err = cmpserver.LocalGenerate(ctx, req)
+	case "parameters":
+		out, err = cmpserver.LocalParameters(ctx, req)
+	case "match":
+		out, err = cmpserver.LocalMatch(ctx, req)
+	default:
+		return usageError(fs, stderr, fmt.Errorf("unknown action %q: want generate, parameters or match", action))
+	}
+	return printResult(stdout, stderr, out, err)
+}
+
+// Call drives a running server over its socket like a repo-server.
+func Call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("call", "cmp-server call --socket PATH generate|parameters|match|check [flags]", stderr)
+	socket := fs.String("socket", "", "the plugin's unix socket")
+	timeout := fs.Duration("timeout", 60*time.Second, "request deadline, sent to the server as grpc-timeout")
+	var a appFlags
+	a.register(fs)
+	action, err := parseWithAction(fs, args)
+	if err != nil {
+		return usageError(fs, stderr, err)
+	}
+	if *socket == "" {
+		return usageError(fs, stderr, fmt.Errorf("--socket is required"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	c, err := client.Dial(ctx, *socket)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer c.Close()
+	if action == "check" {
+		res, err := c.Check(ctx)
+		return printResult(stdout, stderr, res, err)
+	}
+	root, appRel, env, err := a.request()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	req := client.Request{RepoRoot: root, AppRelPath: appRel, Env: env}
+	var out any
+	switch action {
+	case "generate":
+		out, err = c.Generate(ctx, req)
+	case "parameters":
+		out, err = c.Parameters(ctx, req)
+	case "match":
+		var res client.MatchResult
+		res, err = c.Match(ctx, req)
+		out = res.Supported
+	default:
+		return usageError(fs, stderr, fmt.Errorf("unknown action %q: want generate, parameters, match or check", action))
+	}
+	return printResult(stdout, stderr, out, err)
+}
+
+func usageError(fs *flag.FlagSet, stderr io.Writer, err error) int {
+	if err != flag.ErrHelp {
+		fmt.Fprintln(stderr, err)
+		fs.Usage()
+	}
+	return 2
+}
+
+// printResult prints manifests as a YAML stream, booleans as true/false and
+// anything else as indented JSON.
+func printResult(stdout, stderr io.Writer, out any, err error) int {
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	switch v := out.(type) {
+	case []string:
+		for i, m := range v {
+			doc, err := yaml.JSONToYAML([]byte(m))
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			if i > 0 {
+				fmt.Fprintln(stdout, "---")
+			}
+			fmt.Fprint(stdout, string(doc))
+		}
+	case bool:
+		fmt.Fprintln(stdout, v)
+	default:
+		data, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintln(stdout, string(data))
+	}
+	return 0
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/version"
+)
+
+// execFlags registers the command limits shared by serve and run.
+func execFlags(fs *flag.FlagSet, o *cmpserver.ExecOptions) {
+	*o = cmpserver.DefaultExecOptions
+	fs.DurationVar(&o.Timeout, "exec-timeout", o.Timeout, "maximum run time of one plugin command (0 = only the request deadline)")
+	fs.DurationVar(&o.KillGrace, "kill-grace", o.KillGrace, "time between SIGTERM and SIGKILL to a command's process group")
+	fs.DurationVar(&o.DeadlineBuffer, "deadline-buffer", o.DeadlineBuffer, "commands are stopped this long before the request deadline")
+	fs.Int64Var(&o.MaxStdoutBytes, "max-stdout-bytes", o.MaxStdoutBytes, "a command printing more than this to stdout fails")
+	fs.Int64Var(&o.MaxStderrBytes, "max-stderr-bytes", o.MaxStderrBytes, "captured stderr is truncated to this many bytes")
+}
+
+// limitFlags registers the tarball limits shared by serve and run.
+func limitFlags(fs *flag.FlagSet, l *cmpserver.Limits) {
+	*l = cmpserver.DefaultLimits
+	fs.Int64Var(&l.MaxCompressedBytes, "max-compressed-bytes", l.MaxCompressedBytes, "maximum size of a received .tar.gz (0 = no limit)")
+	fs.Int64Var(&l.MaxExtractedBytes, "max-extracted-bytes", l.MaxExtractedBytes, "maximum total size of the files in a tarball (0 = no limit)")
+	fs.IntVar(&l.MaxFiles, "max-files", l.MaxFiles, "maximum number of entries in a tarball (0 = no limit)")
+}
+
+// logFlags registers --loglevel and --logformat with Argo CD's env defaults.
+func logFlags(fs *flag.FlagSet) (level, format *string) {
+	level = fs.String("loglevel", envDefault("ARGOCD_CMP_SERVER_LOGLEVEL", "info"), "log level: debug, info, warn or error (env ARGOCD_CMP_SERVER_LOGLEVEL)")
+	format = fs.String("logformat", envDefault("ARGOCD_CMP_SERVER_LOGFORMAT", "json"), "log format: json or text (env ARGOCD_CMP_SERVER_LOGFORMAT)")
+	return level, format
+}
+
+// Serve runs the plugin server until SIGTERM or SIGINT.
+func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("serve", "cmp-server [serve] [flags]", stderr)
+	var opts cmpserver.Options
+	configDir := keys.PluginConfigDir
+	fs.StringVar(&configDir, "config-dir", configDir, "directory holding plugin.yaml")
+	fs.StringVar(&configDir, "config-dir-path", configDir, "alias of --config-dir (Argo CD's name)")
+	fs.StringVar(&opts.SocketDir, "socket-dir", envDefault(keys.EnvPluginSockFilePath, keys.PluginSocketDir), "directory of the plugin socket (env "+keys.EnvPluginSockFilePath+")")
+	workBase := fs.String("work-dir", envDefault(keys.EnvCMPWorkDir, os.TempDir()), "parent of the _cmp_server request dir, which is wiped at start (env "+keys.EnvCMPWorkDir+", else $TMPDIR)")
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
+	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
+	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
+	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
+	limitFlags(fs, &opts.Limits)
+	execFlags(fs, &opts.Exec)
+	level, format := logFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	log, err := newLogger(*level, *format, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
+	plugin, warnings, err := pluginconfig.Load(pluginconfig.ConfigPath(configDir))
+	for _, w := range warnings {
+		log.Warn("plugin configuration: " + w)
+	}
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	opts.Plugin = plugin
+	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
+	opts.MaxMsgSize = *maxMsgMB << 20
+	opts.Logger = log
+	srv, err := cmpserver.New(opts)
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	log.Info("cmp-server starting", zap.String("version", version.Version))
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := srv.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("server failed", zap.Error(err))
+		return 1
+	}
+	log.Info("cmp-server stopped")
+	return 0
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// envDuration accepts Go durations ("10s"); Argo CD's variable also takes them.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,255 @@
+// Package client drives a plugin server over its unix socket the way Argo CD's
+// repo-server does: a new plaintext HTTP/2 connection, keepalive pings every 20 s,
+// and the repository streamed as a .tar.gz in 1 KiB chunks after a metadata
+// message.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+)
+
+// DefaultChunkSize is the repo-server's ARGOCD_CMP_CHUNK_SIZE default.
+const DefaultChunkSize = 1024
+
+// Client is one connection to a plugin socket.
+type Client struct {
+	conn   *grpc.ClientConn
+	rpc    pluginpb.ConfigManagementPluginServiceClient
+	chunk  int
+	tmpDir string
+}
+
+// Option tunes Dial.
+type Option func(*options)
+
+type options struct {
+	keepalive time.Duration
+	maxMsg    int
+	chunk     int
+	tmpDir    string
+}
+
+// WithKeepalive sets the client ping interval (default 20 s, the repo-server's).
+func WithKeepalive(d time.Duration) Option { return func(o *options) { o.keepalive = d } }
+
+// WithChunkSize sets the stream chunk size (default 1024 bytes).
+func WithChunkSize(n int) Option { return func(o *options) { o.chunk = n } }
+
+// WithTempDir sets where tarballs are built (default os.TempDir()).
+func WithTempDir(dir string) Option { return func(o *options) { o.tmpDir = dir } }
+
+// Dial connects to socketPath and waits until the connection is ready or ctx ends.
+func Dial(ctx context.Context, socketPath string, opts ...Option) (*Client, error) {
+	o := options{keepalive: 20 * time.Second, maxMsg: 100 << 20, chunk: DefaultChunkSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", addr)
+	}
+	conn, err := grpc.NewClient("passthrough:"+socketPath,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(dialer),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.keepalive}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxMsg), grpc.MaxCallSendMsgSize(o.maxMsg)),
+	)
+	if err != nil {
+		return nil, err
+	}
+	conn.Connect()
+	for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, state) {
+			conn.Close()
+			return nil, fmt.Errorf("connecting to %s: %w (last state %s)", socketPath, ctx.Err(), state)
+		}
+	}
+	return &Client{conn: conn, rpc: pluginpb.NewConfigManagementPluginServiceClient(conn), chunk: o.chunk, tmpDir: o.tmpDir}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Conn is the underlying connection, for callers that speak the raw protocol.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Request names what to send: the tree under RepoRoot, the app dir relative to
+// it, and the build env as NAME=value pairs.
+type Request struct {
+	RepoRoot   string
+	AppRelPath string
+	Env        []string
+	// Exclude lists filepath.Match patterns against relative paths, like
+	// --plugin-tar-exclude.
+	Exclude []string
+}
+
+// CheckResult is CheckPluginConfiguration's answer.
+type CheckResult struct {
+	DiscoveryConfigured bool
+	ProvideGitCreds     bool
+}
+
+// MatchResult is MatchRepository's answer.
+type MatchResult struct {
+	Supported        bool
+	DiscoveryEnabled bool
+}
+
+// Check calls CheckPluginConfiguration.
+func (c *Client) Check(ctx context.Context) (CheckResult, error) {
+	resp, err := c.rpc.CheckPluginConfiguration(ctx, &emptypb.Empty{})
+	if err != nil {
+		return CheckResult{}, err
+	}
+	return CheckResult{DiscoveryConfigured: resp.GetIsDiscoveryConfigured(), ProvideGitCreds: resp.GetProvideGitCreds()}, nil
+}
+
+// Match streams the repository to MatchRepository.
+func (c *Client) Match(ctx context.Context, req Request) (MatchResult, error) {
+	stream, err := c.rpc.MatchRepository(ctx)
+	if err != nil {
+		return MatchResult{}, err
+	}
+	if err := c.send(stream, req); err != nil {
+		return MatchResult{}, err
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return MatchResult{}, err
+	}
+	return MatchResult{Supported: resp.GetIsSupported(), DiscoveryEnabled: resp.GetIsDiscoveryEnabled()}, nil
+}
+
+// Parameters streams the repository to GetParametersAnnouncement.
+func (c *Client) Parameters(ctx context.Context, req Request) ([]params.Announcement, error) {
+	stream, err := c.rpc.GetParametersAnnouncement(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(stream, req); err != nil {
+		return nil, err
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]params.Announcement, 0, len(resp.GetParameterAnnouncements()))
+	for _, a := range resp.GetParameterAnnouncements() {
+		out = append(out, params.Announcement{
+			Name: a.GetName(), Title: a.GetTitle(), Tooltip: a.GetTooltip(), Required: a.GetRequired(),
+			ItemType: a.GetItemType(), CollectionType: a.GetCollectionType(),
+			String: a.GetString_(), Array: a.GetArray(), Map: a.GetMap(),
+		})
+	}
+	return out, nil
+}
+
+// Generate streams the repository to GenerateManifest and returns one JSON
+// document per object.
+func (c *Client) Generate(ctx context.Context, req Request) ([]string, error) {
+	stream, err := c.rpc.GenerateManifest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(stream, req); err != nil {
+		return nil, err
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetManifests(), nil
+}
+
+type sender interface {
+	Send(*pluginpb.AppStreamRequest) error
+}
+
+// send packs the repository first, then streams metadata and chunks.
+func (c *Client) send(stream sender, req Request) error {
+	tgz, err := WriteTarball(req.RepoRoot, c.tmpDir, req.Exclude)
+	if err != nil {
+		return err
+	}
+	defer tgz.Remove()
+	f, err := os.Open(tgz.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	env, err := EnvEntries(req.Env)
+	if err != nil {
+		return err
+	}
+	appRel := req.AppRelPath
+	if appRel == "" {
+		appRel = "."
+	}
+	meta := &pluginpb.ManifestRequestMetadata{
+		AppName:    filepath.Base(filepath.Join(req.RepoRoot, appRel)),
+		AppRelPath: appRel,
+		Checksum:   tgz.Checksum,
+		Size:       tgz.Size,
+		Env:        env,
+	}
+	return SendStream(stream, meta, f, c.chunk)
+}
+
+// SendStream sends meta, then r in chunks of chunkSize bytes. It does not close
+// the stream.
+func SendStream(stream sender, meta *pluginpb.ManifestRequestMetadata, r io.Reader, chunkSize int) error {
+	if err := stream.Send(&pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_Metadata{Metadata: meta}}); err != nil {
+		return fmt.Errorf("error sending metadata: %w", err)
+	}
+	if chunkSize <= 0 {
+		chunkSize = DefaultChunkSize
+	}
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			// The message is marshalled by Send, so buf can be reused.
+			msg := &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: buf[:n]}}}
+			if serr := stream.Send(msg); serr != nil {
+				return fmt.Errorf("error sending file: %w", serr)
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// EnvEntries converts NAME=value pairs to the wire form.
+func EnvEntries(env []string) ([]*pluginpb.EnvEntry, error) {
+	out := make([]*pluginpb.EnvEntry, 0, len(env))
+	for _, kv := range env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("env entry %q is not NAME=value", kv)
+		}
+		out = append(out, &pluginpb.EnvEntry{Name: name, Value: value})
+	}
+	return out, nil
+}

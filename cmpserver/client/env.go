@@ -1,0 +1,77 @@
+package client
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+)
+
+// App is what the repo-server knows about an Application when it builds a
+// plugin's env for GenerateManifest.
+type App struct {
+	Name            string // ARGOCD_APP_NAME
+	Namespace       string // ARGOCD_APP_NAMESPACE: the destination namespace
+	Project         string // ARGOCD_APP_PROJECT_NAME
+	Revision        string // ARGOCD_APP_REVISION (and its 7/8-character forms)
+	RepoURL         string // ARGOCD_APP_SOURCE_REPO_URL
+	SourcePath      string // ARGOCD_APP_SOURCE_PATH
+	TargetRevision  string // ARGOCD_APP_SOURCE_TARGET_REVISION
+	KubeVersion     string // KUBE_VERSION, without a leading v
+	KubeAPIVersions []string
+	// PluginEnv is spec.source.plugin.env as NAME=VALUE; each becomes
+	// ARGOCD_ENV_NAME, with $VAR/${VAR} expanded from the build env above.
+	PluginEnv []string
+	// Parameters is spec.source.plugin.parameters; with HasPlugin set it is sent
+	// as ARGOCD_APP_PARAMETERS (null when empty) plus the PARAM_ variables.
+	Parameters []params.AppParameter
+	HasPlugin  bool
+}
+
+// Environ renders the request env in the repo-server's order.
+func (a App) Environ() ([]string, error) {
+	short := func(n int) string { return a.Revision[:min(n, len(a.Revision))] }
+	build := []string{
+		"ARGOCD_APP_NAME=" + a.Name,
+		"ARGOCD_APP_NAMESPACE=" + a.Namespace,
+		"ARGOCD_APP_PROJECT_NAME=" + a.Project,
+		"ARGOCD_APP_REVISION=" + a.Revision,
+		"ARGOCD_APP_REVISION_SHORT=" + short(7),
+		"ARGOCD_APP_REVISION_SHORT_8=" + short(8),
+		"ARGOCD_APP_SOURCE_REPO_URL=" + a.RepoURL,
+		"ARGOCD_APP_SOURCE_PATH=" + a.SourcePath,
+		"ARGOCD_APP_SOURCE_TARGET_REVISION=" + a.TargetRevision,
+		"KUBE_VERSION=" + strings.TrimPrefix(a.KubeVersion, "v"),
+		"KUBE_API_VERSIONS=" + strings.Join(a.KubeAPIVersions, ","),
+	}
+	lookup := map[string]string{}
+	for _, kv := range build {
+		k, v, _ := strings.Cut(kv, "=")
+		lookup[k] = v
+	}
+	env := build
+	for _, kv := range a.PluginEnv {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("plugin env %q is not NAME=VALUE", kv)
+		}
+		expanded := os.Expand(value, func(v string) string {
+			if v == "$" {
+				return "$"
+			}
+			return lookup[v]
+		})
+		env = append(env, "ARGOCD_ENV_"+name+"="+expanded)
+	}
+	if a.HasPlugin {
+		encoded, err := params.Encode(a.Parameters)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, keys.EnvAppParameters+"="+encoded)
+		env = append(env, params.Environ(a.Parameters)...)
+	}
+	return env, nil
+}

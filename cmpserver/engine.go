@@ -1,0 +1,184 @@
+package cmpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+)
+
+// Engine runs one plugin against unpacked repositories. The gRPC service and the
+// local runner both go through it, so a plugin behaves the same on a laptop and in
+// a sidecar.
+type Engine struct {
+	plugin  *pluginconfig.Plugin
+	limits  Limits
+	workDir string
+	runner  *runner
+	log     *zap.Logger
+	// serial holds one token when allowConcurrency is false.
+	serial chan struct{}
+}
+
+func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, log *zap.Logger, m *Metrics) *Engine {
+	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), log: log}
+	if !p.Concurrent() {
+		e.serial = make(chan struct{}, 1)
+	}
+	return e
+}
+
+// workspace is one request's unpacked repository and command environment.
+type workspace struct {
+	dir    string // request dir, removed by cleanup
+	root   string // repository root
+	appDir string
+	env    []string
+}
+
+// newRequestDir creates a private directory for one request.
+func (e *Engine) newRequestDir() (string, error) {
+	dir, err := os.MkdirTemp(e.workDir, "req-")
+	if err != nil {
+		return "", fmt.Errorf("error creating request dir: %w", err)
+	}
+	return dir, nil
+}
+
+func (e *Engine) cleanup(ws *workspace) {
+	if err := os.RemoveAll(ws.dir); err != nil {
+		e.log.Warn("error removing request dir", zap.String("dir", ws.dir), zap.Error(err))
+	}
+}
+
+// unpack extracts the received tarball (when extract is set) and resolves the app
+// dir and command env. The tarball file is removed either way.
+func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspace, error) {
+	defer os.Remove(repo.path)
+	ws := &workspace{dir: dir, root: filepath.Join(dir, "repo")}
+	if err := os.Mkdir(ws.root, 0o755); err != nil {
+		return nil, fmt.Errorf("error creating repository dir: %w", err)
+	}
+	env, err := commandEnv(os.Environ(), repo.meta.GetEnv())
+	if err != nil {
+		return nil, err
+	}
+	ws.env = env
+	ws.appDir = filepath.Clean(filepath.Join(ws.root, repo.meta.GetAppRelPath()))
+	if !inside(ws.root, ws.appDir) {
+		return nil, fmt.Errorf("illegal appPath: out of workDir bound")
+	}
+	if !extract {
+		return ws, nil
+	}
+	f, err := os.Open(repo.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := extractTgz(f, ws.root, e.limits, e.plugin.Spec.PreserveFileMode); err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(ws.appDir)
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("app path %q is not a directory in the repository", repo.meta.GetAppRelPath())
+	}
+	return ws, nil
+}
+
+// generate runs init then generate in the app dir and splits the output.
+func (e *Engine) generate(ctx context.Context, ws *workspace) ([]string, error) {
+	if e.serial != nil {
+		select {
+		case e.serial <- struct{}{}:
+			defer func() { <-e.serial }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the previous generation (allowConcurrency: false): %w", ctx.Err())
+		}
+	}
+	if init := e.plugin.Spec.Init; init != nil && len(init.Command) > 0 {
+		if _, err := e.runner.run(ctx, "init", *init, ws.appDir, ws.env); err != nil {
+			return nil, err
+		}
+	}
+	out, err := e.runner.run(ctx, "generate", e.plugin.Spec.Generate, ws.appDir, ws.env)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		e.log.Warn("generate printed nothing: zero manifests")
+	}
+	return splitManifests(out)
+}
+
+// match evaluates the first configured discovery rule only, as Argo CD does.
+func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
+	d := e.plugin.Spec.Discover
+	switch {
+	case d == nil:
+		return false, nil
+	case d.FileName != "":
+		return fileNameMatches(ws.root, ws.appDir, d.FileName)
+	case d.Find != nil && d.Find.Glob != "":
+		return globAny(ws.root, ws.appDir, d.Find.Glob)
+	case d.Find != nil && len(d.Find.Command.Command) > 0:
+		out, err := e.runner.run(ctx, "discover", d.Find.Command, ws.appDir, ws.env)
+		if err != nil {
+			return false, err
+		}
+		return len(out) > 0, nil
+	}
+	return false, nil
+}
+
+// parameters is the dynamic announcement (if configured) followed by the static one.
+func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announcement, error) {
+	ps := e.plugin.Spec.Parameters
+	if ps == nil {
+		return nil, nil
+	}
+	var dynamic []params.Announcement
+	if ps.Dynamic != nil && len(ps.Dynamic.Command) > 0 {
+		out, err := e.runner.run(ctx, "parameters", *ps.Dynamic, ws.appDir, ws.env)
+		if err != nil {
+			return nil, err
+		}
+		if dynamic, err = params.ParseAnnouncements(out); err != nil {
+			return nil, err
+		}
+	}
+	return params.Merge(dynamic, ps.Static), nil
+}
+
+// toProto converts announcements to the wire type.
+func toProto(as []params.Announcement) []*pluginpb.ParameterAnnouncement {
+	out := make([]*pluginpb.ParameterAnnouncement, len(as))
+	for i, a := range as {
+		out[i] = &pluginpb.ParameterAnnouncement{
+			Name: a.Name, Title: a.Title, Tooltip: a.Tooltip, Required: a.Required,
+			ItemType: a.ItemType, CollectionType: a.CollectionType,
+			String_: a.String, Array: a.Array, Map: a.Map,
+		}
+	}
+	return out
+}
+
+// newRequestID labels one request in the logs.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func metadataFor(appRel string, tgz *client.Tarball, env []*pluginpb.EnvEntry) *pluginpb.ManifestRequestMetadata {
+	return &pluginpb.ManifestRequestMetadata{AppRelPath: appRel, Checksum: tgz.Checksum, Size: tgz.Size, Env: env}
+}

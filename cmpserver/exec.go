@@ -1,0 +1,226 @@
+package cmpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+)
+
+// ExecOptions bound every plugin command (init, generate, discovery and dynamic
+// parameters).
+type ExecOptions struct {
+	// Timeout caps one command; Argo CD documents 90 s but never applies it.
+	Timeout time.Duration
+	// DeadlineBuffer is taken off the request deadline so the error reaches the
+	// client before its own deadline fires.
+	DeadlineBuffer time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL to the process group.
+	KillGrace time.Duration
+	// MaxStdoutBytes fails a command whose output is larger.
+	MaxStdoutBytes int64
+	// MaxStderrBytes truncates the captured stderr (it is only reported).
+	MaxStderrBytes int64
+}
+
+// DefaultExecOptions are the serve defaults.
+var DefaultExecOptions = ExecOptions{
+	Timeout:        90 * time.Second,
+	DeadlineBuffer: 100 * time.Millisecond,
+	KillGrace:      5 * time.Second,
+	MaxStdoutBytes: 100 << 20,
+	MaxStderrBytes: 64 << 10,
+}
+
+// runner executes plugin commands.
+type runner struct {
+	opts    ExecOptions
+	log     *zap.Logger
+	metrics *Metrics
+	// self replaces keys.PluginServerPath as argv[0]: in a sidecar it is that very
+	// file, and on a laptop it lets the same plugin.yaml run under the local runner.
+	self string
+}
+
+func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
+	self, err := os.Executable()
+	if err != nil {
+		self = keys.PluginServerPath
+	}
+	return &runner{opts: opts, log: log, metrics: m, self: self}
+}
+
+// run executes c (command ++ args, no shell) in dir with env and returns stdout
+// without one trailing newline. The command gets its own process group, which is
+// sent SIGTERM when the request deadline (minus the buffer) or the command timeout
+// is reached, whichever comes first, and SIGKILL after the grace period. Whatever
+// is left of the group after the command exits is killed too.
+func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, dir string, env []string) ([]byte, error) {
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("Command is empty")
+	}
+	display := formatArgv(argv)
+	if argv[0] == keys.PluginServerPath {
+		argv[0] = r.self
+	}
+	ctx, cancel, reason := r.commandContext(ctx)
+	defer cancel()
+
+	stdout := &cappedBuffer{limit: r.opts.MaxStdoutBytes, onOverflow: cancel}
+	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes, truncate: true}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = r.opts.KillGrace
+
+	start := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		r.metrics.commandDone(phase, "start_error", time.Since(start))
+		return nil, fmt.Errorf("`%s` failed to start: %w", display, err)
+	}
+	pgid := cmd.Process.Pid
+	err = cmd.Wait()
+	// Background children must not outlive the request; the group is gone (ESRCH)
+	// in the usual case.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	elapsed := time.Since(start)
+	code := "0"
+	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
+		code = exitLabel(cmd.ProcessState)
+	}
+	r.metrics.commandDone(phase, code, elapsed)
+	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
+		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int("stdout_bytes", stdout.buf.Len()))
+
+	if stdout.overflow {
+		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
+	}
+	if err != nil {
+		status := err.Error()
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			status = exitErr.ProcessState.String()
+		}
+		if why := reason(); why != "" {
+			status += " (" + why + ")"
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return nil, fmt.Errorf("`%s` failed %s", display, status)
+		}
+		return nil, fmt.Errorf("`%s` failed %s: %s", display, status, msg)
+	}
+	if stderr.buf.Len() > 0 {
+		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
+	}
+	return bytes.TrimSuffix(stdout.buf.Bytes(), []byte("\n")), nil
+}
+
+// commandContext derives the command's context: the request deadline minus the
+// buffer, capped by the command timeout. reason tells which one fired.
+func (r *runner) commandContext(parent context.Context) (context.Context, context.CancelFunc, func() string) {
+	var deadline time.Time
+	why := ""
+	if r.opts.Timeout > 0 {
+		deadline = time.Now().Add(r.opts.Timeout)
+		why = fmt.Sprintf("killed after the command timeout of %s", r.opts.Timeout)
+	}
+	if d, ok := parent.Deadline(); ok {
+		if d = d.Add(-r.opts.DeadlineBuffer); deadline.IsZero() || d.Before(deadline) {
+			deadline, why = d, "killed at the request deadline"
+		}
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if deadline.IsZero() {
+		ctx, cancel = context.WithCancel(parent)
+	} else {
+		ctx, cancel = context.WithDeadline(parent, deadline)
+	}
+	return ctx, cancel, func() string {
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return why
+		case parent.Err() != nil:
+			return "request cancelled"
+		}
+		return ""
+	}
+}
+
+func exitLabel(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "signal_" + strconv.Itoa(int(ws.Signal()))
+	}
+	return strconv.Itoa(ps.ExitCode())
+}
+
+// formatArgv renders argv for messages, quoting arguments a shell would split.
+func formatArgv(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}();&|<>#~") {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// cappedBuffer stores at most limit bytes. Past the limit it either keeps the
+// head and notes the cut (truncate) or records an overflow and calls onOverflow so
+// the command is stopped early.
+type cappedBuffer struct {
+	buf        bytes.Buffer
+	limit      int64
+	truncate   bool
+	overflow   bool
+	dropped    int64
+	onOverflow func()
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.limit <= 0 {
+		return b.buf.Write(p)
+	}
+	room := b.limit - int64(b.buf.Len())
+	if int64(len(p)) <= room {
+		return b.buf.Write(p)
+	}
+	if room > 0 {
+		b.buf.Write(p[:room])
+	}
+	b.dropped += int64(len(p)) - max(room, 0)
+	if !b.truncate && !b.overflow {
+		b.overflow = true
+		if b.onOverflow != nil {
+			b.onOverflow()
+		}
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	if b.dropped > 0 {
+		return fmt.Sprintf("%s… (%d more bytes dropped)", b.buf.String(), b.dropped)
+	}
+	return b.buf.String()
+}

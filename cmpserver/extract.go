@@ -1,0 +1,297 @@
+package cmpserver
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Limits bound what one request may unpack. Argo CD has none; a repository
+// tarball is untrusted input, so we stop early with an error that names the limit.
+type Limits struct {
+	// MaxCompressedBytes caps the .tar.gz stream as received.
+	MaxCompressedBytes int64
+	// MaxExtractedBytes caps the sum of regular file sizes.
+	MaxExtractedBytes int64
+	// MaxFiles caps the number of tar entries of any type.
+	MaxFiles int
+}
+
+// DefaultLimits fit a large monorepo including its .git directory.
+var DefaultLimits = Limits{
+	MaxCompressedBytes: 1 << 30,
+	MaxExtractedBytes:  4 << 30,
+	MaxFiles:           1_000_000,
+}
+
+// maxSymlinkHops bounds symlink resolution, like the kernel's ELOOP limit.
+const maxSymlinkHops = 40
+
+// extractor unpacks one repository tarball into dest. Entries may only be regular
+// files, directories and symlinks (what Argo CD's client sends); names must be
+// relative without "..", no entry may be written through a symlink, and every
+// symlink must resolve inside dest.
+type extractor struct {
+	dest         string
+	limits       Limits
+	preserveMode bool
+
+	files    int
+	bytes    int64
+	realDirs map[string]bool // relative dirs known to be real directories
+	symlinks []string        // relative symlink paths, re-checked at the end
+}
+
+// extractTgz unpacks the gzip-compressed tar r into dest, which must exist.
+func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) error {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("error reading repository tarball: %w", err)
+	}
+	defer gz.Close()
+	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, realDirs: map[string]bool{".": true}}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("error reading repository tarball: %w", err)
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			return err
+		}
+	}
+	// A symlink that was harmless when created can be made to escape by a later
+	// entry (e.g. a dangling component that becomes a link), so all links are
+	// resolved again against the finished tree.
+	for _, rel := range x.symlinks {
+		if _, err := x.resolve(rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
+	x.files++
+	if x.limits.MaxFiles > 0 && x.files > x.limits.MaxFiles {
+		return fmt.Errorf("repository tarball has more than %d entries (limit --max-files)", x.limits.MaxFiles)
+	}
+	rel, skip, err := entryName(hdr.Name)
+	if err != nil || skip {
+		return err
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return x.mkdir(rel, x.mode(hdr, 0o755)|0o700)
+	case tar.TypeReg, tar.TypeRegA:
+		return x.writeFile(rel, hdr, body)
+	case tar.TypeSymlink:
+		return x.symlink(rel, hdr.Linkname)
+	default:
+		return fmt.Errorf("illegal entry in archive: %q has unsupported type %q (only files, directories and symlinks are allowed)", hdr.Name, hdr.Typeflag)
+	}
+}
+
+// entryName validates a tar entry name and returns it cleaned and slash-free of
+// leading "./". The root entry "." is skipped.
+func entryName(name string) (rel string, skip bool, err error) {
+	if name == "" {
+		return "", false, errors.New("illegal filepath in archive: empty name")
+	}
+	if strings.HasPrefix(name, "/") || filepath.IsAbs(name) {
+		return "", false, fmt.Errorf("illegal filepath in archive: %q is absolute", name)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", false, fmt.Errorf("illegal filepath in archive: %q contains ..", name)
+		}
+	}
+	if strings.ContainsRune(name, 0) {
+		return "", false, fmt.Errorf("illegal filepath in archive: %q contains NUL", name)
+	}
+	rel = filepath.Clean(filepath.FromSlash(name))
+	return rel, rel == ".", nil
+}
+
+func (x *extractor) mode(hdr *tar.Header, def fs.FileMode) fs.FileMode {
+	if x.preserveMode {
+		return fs.FileMode(hdr.Mode) & fs.ModePerm
+	}
+	return def
+}
+
+// ensureDir makes rel a real directory, creating missing parents; it fails if any
+// component already exists as a symlink or a file, so nothing is written through a
+// link.
+func (x *extractor) ensureDir(rel string, mode fs.FileMode) error {
+	if x.realDirs[rel] {
+		return nil
+	}
+	if err := x.ensureDir(filepath.Dir(rel), 0o755); err != nil {
+		return err
+	}
+	abs := filepath.Join(x.dest, rel)
+	fi, err := os.Lstat(abs)
+	switch {
+	case err == nil && fi.IsDir():
+	case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("illegal filepath in archive: %q is a symlink and cannot contain entries", filepath.ToSlash(rel))
+	case err == nil:
+		return fmt.Errorf("illegal filepath in archive: %q is a file and cannot contain entries", filepath.ToSlash(rel))
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(abs, mode); err != nil {
+			return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+		}
+	default:
+		return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+	}
+	x.realDirs[rel] = true
+	return nil
+}
+
+func (x *extractor) mkdir(rel string, mode fs.FileMode) error {
+	if err := x.ensureDir(rel, mode); err != nil {
+		return err
+	}
+	// The directory may have been created as a parent first; apply its own mode.
+	return os.Chmod(filepath.Join(x.dest, rel), mode)
+}
+
+// clearTarget prepares rel for a new file or link: its parent must be a real
+// directory, and an earlier entry of the same name (tar allows duplicates) is
+// replaced unless it is a directory.
+func (x *extractor) clearTarget(rel string) (string, error) {
+	if err := x.ensureDir(filepath.Dir(rel), 0o755); err != nil {
+		return "", err
+	}
+	abs := filepath.Join(x.dest, rel)
+	fi, err := os.Lstat(abs)
+	if err == nil {
+		if fi.IsDir() {
+			return "", fmt.Errorf("illegal filepath in archive: %q is already a directory", filepath.ToSlash(rel))
+		}
+		if err := os.Remove(abs); err != nil {
+			return "", fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+		}
+	}
+	return abs, nil
+}
+
+func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error {
+	if hdr.Size < 0 || (x.limits.MaxExtractedBytes > 0 && x.bytes+hdr.Size > x.limits.MaxExtractedBytes) {
+		return fmt.Errorf("repository tarball expands to more than %d bytes (limit --max-extracted-bytes)", x.limits.MaxExtractedBytes)
+	}
+	abs, err := x.clearTarget(rel)
+	if err != nil {
+		return err
+	}
+	// O_EXCL: never follow whatever might sit at the final component.
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, x.mode(hdr, 0o644))
+	if err != nil {
+		return fmt.Errorf("error extracting %q: %w", hdr.Name, err)
+	}
+	n, err := io.Copy(f, io.LimitReader(body, hdr.Size))
+	x.bytes += n
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("error extracting %q: %w", hdr.Name, err)
+	}
+	if x.preserveMode {
+		// The umask may have narrowed the mode given to OpenFile.
+		return os.Chmod(abs, x.mode(hdr, 0o644))
+	}
+	return nil
+}
+
+func (x *extractor) symlink(rel, target string) error {
+	if target == "" {
+		return fmt.Errorf("illegal filepath in symlink: %q has an empty target", filepath.ToSlash(rel))
+	}
+	// Lexical check first, with Argo CD's message.
+	resolved := target
+	if !filepath.IsAbs(target) {
+		resolved = filepath.Join(x.dest, filepath.Dir(rel), target)
+	}
+	if !inside(x.dest, resolved) {
+		return fmt.Errorf("illegal filepath in symlink: %q -> %q points outside the repository", filepath.ToSlash(rel), target)
+	}
+	linkTarget, err := filepath.Rel(filepath.Join(x.dest, filepath.Dir(rel)), resolved)
+	if err != nil {
+		return fmt.Errorf("illegal filepath in symlink: %q: %w", filepath.ToSlash(rel), err)
+	}
+	abs, err := x.clearTarget(rel)
+	if err != nil {
+		return err
+	}
+	if err := os.Symlink(linkTarget, abs); err != nil {
+		return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+	}
+	x.symlinks = append(x.symlinks, rel)
+	if _, err := x.resolve(rel); err != nil {
+		return err
+	}
+	return nil
+}
+
+// resolve follows rel through the extracted tree like the kernel would and
+// returns the relative path it finally names; it fails if any step leaves dest.
+// Missing components are taken lexically.
+func (x *extractor) resolve(rel string) (string, error) {
+	var stack []string // resolved components of the current directory
+	pending := splitPath(rel)
+	hops := 0
+	for len(pending) > 0 {
+		part := pending[0]
+		pending = pending[1:]
+		switch part {
+		case ".":
+			continue
+		case "..":
+			if len(stack) == 0 {
+				return "", fmt.Errorf("illegal filepath in symlink: %q resolves outside the repository", filepath.ToSlash(rel))
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		cur := filepath.Join(append([]string{x.dest}, append(stack, part)...)...)
+		fi, err := os.Lstat(cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			stack = append(stack, part)
+			continue
+		}
+		hops++
+		if hops > maxSymlinkHops {
+			return "", fmt.Errorf("illegal filepath in symlink: %q has too many levels of symlinks", filepath.ToSlash(rel))
+		}
+		target, err := os.Readlink(cur)
+		if err != nil {
+			return "", fmt.Errorf("error resolving %q: %w", filepath.ToSlash(rel), err)
+		}
+		if filepath.IsAbs(target) {
+			return "", fmt.Errorf("illegal filepath in symlink: %q passes through an absolute link", filepath.ToSlash(rel))
+		}
+		pending = append(splitPath(target), pending...)
+	}
+	return filepath.Join(stack...), nil
+}
+
+func splitPath(p string) []string {
+	return strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
+}
+
+// inside reports whether path is dir or below it, lexically.
+func inside(dir, path string) bool {
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}

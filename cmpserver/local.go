@@ -1,0 +1,92 @@
+package cmpserver
+
+import (
+	"context"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+)
+
+// LocalRequest runs a plugin without a socket: the repository is packed as the
+// repo-server packs it and unpacked through the server's own code path (limits,
+// preserveFileMode, env assembly), so results match a sidecar's.
+type LocalRequest struct {
+	Plugin     *pluginconfig.Plugin
+	RepoRoot   string
+	AppRelPath string
+	// Env is the request env (NAME=value), e.g. from client.App.Environ.
+	Env    []string
+	Limits Limits      // DefaultLimits when zero
+	Exec   ExecOptions // DefaultExecOptions when zero
+	Logger *zap.Logger
+}
+
+// LocalGenerate runs init and generate and returns one JSON string per object.
+func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
+	var out []string
+	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) (err error) {
+		out, err = e.generate(ctx, ws)
+		return err
+	})
+	return out, err
+}
+
+// LocalParameters returns the merged parameters announcement.
+func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announcement, error) {
+	var out []params.Announcement
+	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) (err error) {
+		out, err = e.parameters(ctx, ws)
+		return err
+	})
+	return out, err
+}
+
+// LocalMatch evaluates discovery.
+func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
+	var out bool
+	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *Engine, ws *workspace) (err error) {
+		out, err = e.match(ctx, ws)
+		return err
+	})
+	return out, err
+}
+
+func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engine, *workspace) error) error {
+	opts := Options{Plugin: req.Plugin, Limits: req.Limits, Exec: req.Exec, Logger: req.Logger}
+	opts.defaults()
+	if err := req.Plugin.Validate(); err != nil {
+		return err
+	}
+	workDir, err := os.MkdirTemp("", "cmp-local-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(workDir)
+	tgz, err := client.WriteTarball(req.RepoRoot, workDir, nil)
+	if err != nil {
+		return err
+	}
+	entries, err := client.EnvEntries(req.Env)
+	if err != nil {
+		return err
+	}
+	appRel := req.AppRelPath
+	if appRel == "" {
+		appRel = "."
+	}
+	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, opts.Logger, NewMetrics())
+	dir, err := e.newRequestDir()
+	if err != nil {
+		return err
+	}
+	repo := &receivedRepo{path: tgz.Path, size: tgz.Size, meta: metadataFor(appRel, tgz, entries)}
+	ws, err := e.unpack(dir, repo, extract)
+	if err != nil {
+		return err
+	}
+	return fn(e, ws)
+}

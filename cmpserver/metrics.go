@@ -1,0 +1,117 @@
+package cmpserver
+
+import (
+	"context"
+	"net/http"
+	"path"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// Metrics are the server's Prometheus collectors, on a private registry so that
+// tests and embedders never collide with the global one.
+type Metrics struct {
+	Registry        *prometheus.Registry
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	receivedBytes   *prometheus.CounterVec
+	inFlight        prometheus.Gauge
+	commandDuration *prometheus.HistogramVec
+	commandExits    *prometheus.CounterVec
+}
+
+// NewMetrics registers every cmp_server_ metric on a new registry.
+func NewMetrics() *Metrics {
+	buckets := []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_requests_total",
+			Help: "gRPC requests handled, by RPC and result (gRPC status code).",
+		}, []string{"rpc", "result"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cmp_server_request_duration_seconds",
+			Help:    "Time from the start of a gRPC request to its response, by RPC.",
+			Buckets: buckets,
+		}, []string{"rpc"}),
+		receivedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_received_bytes_total",
+			Help: "Compressed repository tarball bytes received, by RPC.",
+		}, []string{"rpc"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cmp_server_requests_in_flight",
+			Help: "gRPC requests being handled.",
+		}),
+		commandDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cmp_server_command_duration_seconds",
+			Help:    "Plugin command run time, by phase (init, generate, discover, parameters).",
+			Buckets: buckets,
+		}, []string{"phase"}),
+		commandExits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_command_exits_total",
+			Help: "Plugin commands finished, by phase and exit code (signal_N when killed, start_error when not started).",
+		}, []string{"phase", "code"}),
+	}
+	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) commandDone(phase, code string, d time.Duration) {
+	m.commandDuration.WithLabelValues(phase).Observe(d.Seconds())
+	m.commandExits.WithLabelValues(phase, code).Inc()
+}
+
+func (m *Metrics) received(rpc string, n int64) {
+	m.receivedBytes.WithLabelValues(rpc).Add(float64(n))
+}
+
+func (m *Metrics) observe(method string, start time.Time, err error) {
+	rpc := path.Base(method)
+	m.requests.WithLabelValues(rpc, status.Code(err).String()).Inc()
+	m.requestDuration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
+}
+
+func (m *Metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	m.inFlight.Inc()
+	defer m.inFlight.Dec()
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.observe(info.FullMethod, start, err)
+	return resp, err
+}
+
+func (m *Metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	m.inFlight.Inc()
+	defer m.inFlight.Dec()
+	start := time.Now()
+	err := handler(srv, ss)
+	m.observe(info.FullMethod, start, err)
+	return err
+}
+
+// httpHandler serves /healthz (the process is alive), /readyz (the socket is
+// being served and not draining) and /metrics.
+func (m *Metrics) httpHandler(ready *atomic.Bool) http.Handler {
+	r := mux.NewRouter()
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	return r
+}
+

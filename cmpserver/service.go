@@ -1,0 +1,116 @@
+package cmpserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+)
+
+// service implements plugin.ConfigManagementPluginService. Errors are plain Go
+// errors, which gRPC sends as code Unknown with the message, as Argo CD does.
+type service struct {
+	pluginpb.UnimplementedConfigManagementPluginServiceServer
+	s *Server
+}
+
+func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*pluginpb.CheckPluginConfigurationResponse, error) {
+	p := svc.s.opts.Plugin
+	return &pluginpb.CheckPluginConfigurationResponse{
+		IsDiscoveryConfigured: p.DiscoveryConfigured(),
+		ProvideGitCreds:       p.Spec.ProvideGitCreds,
+	}, nil
+}
+
+func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginService_GenerateManifestServer) error {
+	var manifests []string
+	err := svc.s.withRepo(stream, "GenerateManifest", true, func(ctx context.Context, ws *workspace) error {
+		var err error
+		manifests, err = svc.s.engine.generate(ctx, ws)
+		if err != nil {
+			return fmt.Errorf("error generating manifests: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&pluginpb.ManifestResponse{Manifests: manifests})
+}
+
+func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
+	configured := svc.s.opts.Plugin.DiscoveryConfigured()
+	supported := false
+	// Without discovery the stream is still read to the end (v2.10-2.12 clients
+	// send it even to named plugins and fail if it is cut short), but not unpacked.
+	err := svc.s.withRepo(stream, "MatchRepository", configured, func(ctx context.Context, ws *workspace) error {
+		var err error
+		if supported, err = svc.s.engine.match(ctx, ws); err != nil {
+			return fmt.Errorf("match repository error: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&pluginpb.RepositoryResponse{IsSupported: supported, IsDiscoveryEnabled: configured})
+}
+
+func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
+	var resp pluginpb.ParametersAnnouncementResponse
+	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, func(ctx context.Context, ws *workspace) error {
+		as, err := svc.s.engine.parameters(ctx, ws)
+		if err != nil {
+			return fmt.Errorf("get parameters announcement error: %w", err)
+		}
+		resp.ParameterAnnouncements = toProto(as)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&resp)
+}
+
+// withRepo receives and unpacks one repository into a private request dir, runs
+// fn on it and removes the dir. Logs carry a request id and never env values.
+func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(context.Context, *workspace) error) error {
+	ctx := stream.Context()
+	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc))
+	if d, ok := ctx.Deadline(); ok {
+		log = log.With(zap.Duration("deadline_in", time.Until(d).Round(time.Millisecond)))
+	} else {
+		log.Info("request has no deadline; only the command timeout applies")
+	}
+	start := time.Now()
+	dir, err := s.engine.newRequestDir()
+	if err != nil {
+		return err
+	}
+	ws := &workspace{dir: dir}
+	defer s.engine.cleanup(ws)
+	repo, err := receiveRepo(stream, dir, s.opts.Limits.MaxCompressedBytes)
+	if err != nil {
+		log.Warn("receive failed", zap.Error(err))
+		return err
+	}
+	s.metrics.received(rpc, repo.size)
+	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
+	unpacked, err := s.engine.unpack(dir, repo, extract)
+	if err != nil {
+		log.Warn("unpack failed", zap.Error(err))
+		return err
+	}
+	log.Debug("repository received", zap.Int64("compressed_bytes", repo.size),
+		zap.String("env_names", envNames(repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
+	if err := fn(ctx, unpacked); err != nil {
+		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
+		return err
+	}
+	log.Info("request done", zap.Duration("duration", time.Since(start)))
+	return nil
+}
