@@ -53,11 +53,15 @@ func decodeValues(data []byte) (map[string]any, error) {
 }
 
 // flatten lists every scalar leaf under v, nulls included. Empty maps and lists have
-// no value a --set could restore, so they are not listed.
+// no value a --set could restore, and helm's --set ignores an empty key name, so
+// neither is listed.
 func flatten(v any, prefix setPath, out []leaf) []leaf {
 	switch t := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
+			if k == "" {
+				continue
+			}
 			out = flatten(t[k], appendSeg(prefix, segment{name: k}), out)
 		}
 	case []any:
