@@ -21,7 +21,7 @@ type Request struct {
 	// AppDir is the chart directory; helm runs there.
 	AppDir string
 	// RepoRoot bounds every path a parameter names; empty means Env[CMP_REPO_ROOT],
-	// then AppDir.
+	// then the root implied by ARGOCD_APP_SOURCE_PATH, then AppDir.
 	RepoRoot string
 	Stdout   io.Writer
 	Stderr   io.Writer
@@ -31,6 +31,9 @@ func (r *Request) boundary() (*boundary, error) {
 	root := r.RepoRoot
 	if root == "" {
 		root = r.Env[EnvRepoRoot]
+	}
+	if root == "" {
+		root = rootFromSourcePath(r.AppDir, r.Env[envSourcePath])
 	}
 	return newBoundary(r.AppDir, root)
 }

@@ -281,14 +281,20 @@ func TestGenerateRefusesPathsOutsideTheRepository(t *testing.T) {
 		if err := os.Symlink("values-prod.yaml", filepath.Join(app, "inside-link.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		for _, root := range []string{"", repo} {
+		for _, how := range []string{"flag", "env", "source path"} {
 			env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"../../shared.yaml"}}})
-			if root == "" {
+			root := ""
+			switch how {
+			case "flag":
+				root = repo
+			case "env":
 				env[EnvRepoRoot] = repo
+			case "source path":
+				env["ARGOCD_APP_SOURCE_PATH"] = "apps/clean"
 			}
 			out, stderr, err := runPlugin(t, Generate, app, root, env)
 			if err != nil {
-				t.Fatalf("generate: %v (%s)", err, stderr)
+				t.Fatalf("%s: generate: %v (%s)", how, err, stderr)
 			}
 			if got := renderedValues(t, out)["x"]; got != "shared" {
 				t.Fatalf("x = %v, want shared", got)
@@ -356,4 +362,22 @@ func TestGenerateErrors(t *testing.T) {
 			t.Fatalf("temporary files left behind: %v", left)
 		}
 	})
+}
+
+func TestRootFromSourcePath(t *testing.T) {
+	cases := []struct{ app, src, want string }{
+		{"/w/uuid/charts/echo", "charts/echo", "/w/uuid"},
+		{"/w/uuid/charts/echo", "/charts/echo/", "/w/uuid"},
+		{"/w/uuid/charts/echo", "echo", "/w/uuid/charts"},
+		{"/w/uuid/charts/echo", "ho", ""},
+		{"/w/uuid/charts/echo", ".", ""},
+		{"/w/uuid/charts/echo", "", ""},
+		{"/w/uuid/charts/echo", "../echo", ""},
+		{"/w/uuid/charts/echo", "x/../charts/echo", "/w/uuid"},
+	}
+	for _, c := range cases {
+		if got := rootFromSourcePath(c.app, c.src); got != c.want {
+			t.Errorf("rootFromSourcePath(%q, %q) = %q, want %q", c.app, c.src, got, c.want)
+		}
+	}
 }

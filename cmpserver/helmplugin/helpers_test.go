@@ -70,7 +70,7 @@ func baseEnv(t testing.TB) map[string]string {
 		"ARGOCD_APP_PROJECT_NAME":    "default",
 		"KUBE_VERSION":               "1.29.3",
 		"KUBE_API_VERSIONS":          "example.com/v1,apps/v1",
-		"ARGOCD_APP_SOURCE_PATH":     "charts/echo",
+		"ARGOCD_APP_SOURCE_PATH":     ".",
 		"ARGOCD_APP_SOURCE_REPO_URL": "https://git.example.com/repo.git",
 	}
 }

@@ -39,6 +39,7 @@ const (
 	envAppNamespace    = "ARGOCD_APP_NAMESPACE"
 	envKubeVersion     = "KUBE_VERSION"
 	envKubeAPIVersions = "KUBE_API_VERSIONS"
+	envSourcePath      = "ARGOCD_APP_SOURCE_PATH"
 	// EnvRepoRoot, when set, is the root of the extracted repository: values and
 	// set-file paths must stay inside it. Without it the app dir is the boundary.
 	EnvRepoRoot = "CMP_REPO_ROOT"

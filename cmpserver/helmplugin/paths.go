@@ -145,3 +145,23 @@ func (b *boundary) checkSymlinks() error {
 		return nil
 	})
 }
+
+// rootFromSourcePath finds the repository root without help from the plugin server:
+// the server runs commands in <root>/<spec.source.path>, and Argo CD sends that path
+// as ARGOCD_APP_SOURCE_PATH, so when the app dir ends with it the root is what comes
+// before. Anything else (no path, "..", no match) leaves the app dir as the boundary.
+func rootFromSourcePath(appDir, sourcePath string) string {
+	rel := filepath.Clean(strings.Trim(sourcePath, "/"))
+	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return ""
+	}
+	abs, err := filepath.Abs(appDir)
+	if err != nil {
+		return ""
+	}
+	root, ok := strings.CutSuffix(abs, string(filepath.Separator)+rel)
+	if !ok || root == "" {
+		return ""
+	}
+	return root
+}
