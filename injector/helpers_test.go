@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +49,11 @@ func startServer(t testing.TB, catalogFile string) *testServer {
 	}
 	cfg := Config{CatalogFile: catalogFile, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
 		Poll: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second}
-	s := New(cfg, zap.NewNop())
+	log := zap.NewNop()
+	if os.Getenv("CMP_TEST_LOG") != "" {
+		log = zap.NewExample()
+	}
+	s := New(cfg, log)
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,19 +75,27 @@ func startServer(t testing.TB, catalogFile string) *testServer {
 			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}},
 		certDir: dir,
 	}
+	var once sync.Once
 	ts.stop = func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server stopped with %v", err)
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("server stopped with %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("server did not stop")
 			}
-		case <-time.After(10 * time.Second):
-			t.Error("server did not stop")
-		}
-		ts.client.CloseIdleConnections()
+			ts.client.CloseIdleConnections()
+		})
 	}
 	t.Cleanup(ts.stop)
+	for deadline := time.Now().Add(5 * time.Second); !s.certs.Loaded(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("server did not load its certificate")
+		}
+	}
 	return ts
 }
 

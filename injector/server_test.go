@@ -1,0 +1,236 @@
+package injector
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/certs"
+)
+
+const testPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"repo","labels":{"cmp-injector.io/inject":"true"},
+"annotations":{"cmp-injector.io/plugins":"helm"}},"spec":{"containers":[{"name":"argocd-repo-server","image":"x"}]}}`
+
+func TestMutateRefusesBadRequests(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	good := podReview("u", "argocd", []byte(testPod), false)
+	for _, tc := range []struct {
+		name, contentType string
+		body              []byte
+		code              int
+		msg               string
+	}{
+		{"content type", "text/plain", good, 415, "content type must be application/json"},
+		{"oversized", "application/json", bytes.Repeat([]byte(" "), MaxReviewBytes+1), 413, "larger than"},
+		{"not json", "application/json", []byte("{"), 400, "malformed AdmissionReview"},
+		{"v1beta1", "application/json", bytes.Replace(good, []byte("admission.k8s.io/v1"), []byte("admission.k8s.io/v1beta1"), 1), 400, "expected admission.k8s.io/v1 AdmissionReview"},
+		{"no kind", "application/json", []byte(`{"request":{"uid":"x"}}`), 400, `got apiVersion "" kind ""`},
+		{"no request", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`), 400, "has no request"},
+		{"no uid", "application/json", []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`), 400, "has no uid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := ts.post(t, tc.contentType, tc.body)
+			if code != tc.code || !strings.Contains(string(body), tc.msg) {
+				t.Errorf("got %d %q, want %d containing %q", code, body, tc.code, tc.msg)
+			}
+		})
+	}
+	if code, _ := ts.get(t, ts.webhookURL+"/mutate"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /mutate: %d", code)
+	}
+	// Still serving after all of that.
+	if r := ts.review(t, good); !r.Allowed || r.Patch == nil {
+		t.Errorf("good review after bad ones: %+v", r)
+	}
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	if !strings.Contains(metrics, `cmp_injector_bad_requests_total{code="400"} 5`) {
+		t.Errorf("bad request metric missing:\n%s", grep(metrics, "bad_requests"))
+	}
+}
+
+func TestNonCreateAndNonPodPassUntouched(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	update := bytes.Replace(podReview("u", "argocd", []byte(testPod), false), []byte(`"CREATE"`), []byte(`"UPDATE"`), 1)
+	if r := ts.review(t, update); !r.Allowed || r.Patch != nil {
+		t.Errorf("UPDATE: %+v", r)
+	}
+	svc := bytes.Replace(podReview("u", "argocd", []byte(testPod), false), []byte(`"resource":"pods"`), []byte(`"resource":"services"`), 1)
+	if r := ts.review(t, svc); !r.Allowed || r.Patch != nil {
+		t.Errorf("services: %+v", r)
+	}
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	for _, want := range []string{`cmp_injector_skipped_total{reason="not_create"} 1`, `cmp_injector_skipped_total{reason="not_pod"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("missing %s", want)
+		}
+	}
+}
+
+// Server-side dry-run gets the same answer but counts only as a request.
+func TestDryRunHasNoSideEffects(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	if r := ts.review(t, podReview("u", "argocd", []byte(testPod), true)); !r.Allowed || r.Patch == nil {
+		t.Fatalf("dry run not injected: %+v", r)
+	}
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	if strings.Contains(metrics, "cmp_injector_injected_total{") {
+		t.Errorf("dry run counted as an injection:\n%s", grep(metrics, "injected_total"))
+	}
+	if !strings.Contains(metrics, `cmp_injector_requests_total{decision="injected",dry_run="true"} 1`) {
+		t.Errorf("dry run request not counted:\n%s", grep(metrics, "requests_total"))
+	}
+	ts.review(t, podReview("u2", "argocd", []byte(testPod), false))
+	_, metrics = ts.get(t, ts.metricsURL+"/metrics")
+	if !strings.Contains(metrics, `cmp_injector_injected_total{namespace="argocd"} 1`) {
+		t.Errorf("real request not counted:\n%s", grep(metrics, "injected_total"))
+	}
+}
+
+func TestMetricsNamesAndHealthOnBothListeners(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	for _, base := range []string{ts.webhookURL, ts.metricsURL} {
+		for _, p := range []string{"/healthz", "/readyz"} {
+			if code, body := ts.get(t, base+p); code != 200 {
+				t.Errorf("%s%s: %d %s", base, p, code, body)
+			}
+		}
+	}
+	if code, _ := ts.get(t, ts.webhookURL+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("/metrics must not be on the webhook listener (got %d)", code)
+	}
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	for _, want := range []string{
+		`cmp_injector_catalog_info{revision="2026-11-21.1"} 1`,
+		"cmp_injector_catalog_reloads_total 1",
+		"cmp_injector_catalog_last_reload_success 1",
+		"cmp_injector_certificate_expiry_timestamp_seconds ",
+		"cmp_injector_certificate_reloads_total 1",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestRefusesOldTLS(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	addr := strings.TrimPrefix(ts.webhookURL, "https://")
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}) //nolint:gosec // the point of the test
+	if err == nil {
+		conn.Close()
+		t.Fatal("TLS 1.1 handshake succeeded")
+	}
+}
+
+// Not ready without a catalog; reviews are then refused with a clear message
+// (fail closed), and a catalog appearing later is picked up.
+func TestNotReadyUntilCatalogLoaded(t *testing.T) {
+	catFile := filepath.Join(t.TempDir(), "catalog.yaml")
+	ts := startServer(t, catFile)
+	if code, body := ts.get(t, ts.metricsURL+"/readyz"); code != 503 || !strings.Contains(body, "no valid catalog") {
+		t.Errorf("readyz without catalog: %d %s", code, body)
+	}
+	r := ts.review(t, podReview("u", "argocd", []byte(testPod), false))
+	if r.Allowed || !strings.Contains(r.Result.Message, "no valid plugin catalog") {
+		t.Errorf("review without catalog: %+v", r.Result)
+	}
+	data, _ := os.ReadFile("testdata/catalog.yaml")
+	if err := os.WriteFile(catFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { code, _ := ts.get(t, ts.metricsURL+"/readyz"); return code == 200 })
+}
+
+// A rotated key pair is served without a restart.
+func TestCertificateReload(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	b, err := certs.Generate(certs.Options{Service: "cmp-injector", Namespace: "cmp-injector",
+		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Key first, then cert: in between the pair mismatches and must be ignored.
+	if err := os.WriteFile(filepath.Join(ts.certDir, "tls.key"), b.Key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(120 * time.Millisecond)
+	if code, _ := ts.get(t, ts.webhookURL+"/healthz"); code != 200 {
+		t.Fatal("half-rotated pair broke the old one")
+	}
+	if err := os.WriteFile(filepath.Join(ts.certDir, "tls.crt"), b.Cert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b.CA)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	defer client.CloseIdleConnections()
+	eventually(t, func() bool {
+		resp, err := client.Get(ts.webhookURL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	if !strings.Contains(metrics, "cmp_injector_certificate_reloads_total 2") ||
+		!strings.Contains(metrics, "cmp_injector_certificate_reload_errors_total 1") {
+		t.Errorf("reload metrics:\n%s", grep(metrics, "certificate_reload"))
+	}
+}
+
+func TestRecovererAnswers500(t *testing.T) {
+	s := New(Config{}, zap.NewNop())
+	h := s.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate", nil))
+	if rec.Code != 500 {
+		t.Errorf("code %d", rec.Code)
+	}
+}
+
+// On shutdown the server turns not-ready first, then stops.
+func TestGracefulDrain(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	ts.srv.cfg.ShutdownDelay = 300 * time.Millisecond
+	stopped := make(chan struct{})
+	go func() { ts.stop(); close(stopped) }()
+	eventually(t, func() bool { return ts.srv.Ready() != nil })
+	if code, _ := ts.get(t, ts.metricsURL+"/readyz"); code != 503 {
+		t.Errorf("readyz while draining: %d", code)
+	}
+	<-stopped
+}
+
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
