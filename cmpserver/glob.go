@@ -185,4 +185,3 @@ func fileNameMatches(root, dir, pattern string) (bool, error) {
 	}
 	return len(matches) > 0, nil
 }
-

@@ -114,4 +114,3 @@ func (m *Metrics) httpHandler(ready *atomic.Bool) http.Handler {
 	r.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
 	return r
 }
-

@@ -61,9 +61,11 @@ func Dial(ctx context.Context, socketPath string, opts ...Option) (*Client, erro
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+	// The target only names the socket for :authority; the dialer uses the
+	// path itself, as the repo-server does.
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", addr)
+		return d.DialContext(ctx, "unix", socketPath)
 	}
 	conn, err := grpc.NewClient("passthrough:"+socketPath,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

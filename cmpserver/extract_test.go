@@ -1,0 +1,91 @@
+package cmpserver
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Symlink chains that would escape if their targets were kept verbatim (a -> .,
+// b -> a/..) are recreated with the lexically resolved target, so they stay inside.
+func TestExtractNeutralisesSymlinkChains(t *testing.T) {
+	for name, entries := range map[string][]tarEntry{
+		"chain":      {symlink("a", "."), symlink("b", "a/..")},
+		"late chain": {symlink("b", "c/.."), symlink("c", ".")},
+		"deep chain": {dir("d"), symlink("d/up", ".."), symlink("d/x", "up/up/..")},
+	} {
+		dest := t.TempDir()
+		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), dest, DefaultLimits, false)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		err = filepath.Walk(dest, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.Mode()&os.ModeSymlink == 0 {
+				return err
+			}
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil // dangling links are harmless
+			}
+			if !inside(dest, real) {
+				t.Errorf("%s: %s resolves to %s outside %s", name, p, real, dest)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestExtractModes(t *testing.T) {
+	tgz := craftTgz(t, dir("."), tarEntry{hdr: tarHeaderMode("run.sh", 0o755, 2), body: "#!"}, tarEntry{hdr: tarHeaderMode("secret", 0o600, 1), body: "s"})
+	for _, preserve := range []bool{false, true} {
+		dest := t.TempDir()
+		if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits, preserve); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string][2]os.FileMode{"run.sh": {0o644, 0o755}, "secret": {0o644, 0o600}} {
+			fi, err := os.Stat(filepath.Join(dest, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want[0]
+			if preserve {
+				w = want[1]
+			}
+			if fi.Mode().Perm() != w {
+				t.Errorf("preserve=%v %s mode %v, want %v", preserve, name, fi.Mode().Perm(), w)
+			}
+		}
+	}
+}
+
+func FuzzExtract(f *testing.F) {
+	f.Add(craftTgz(f, dir("."), file("a/b.yaml", "x"), symlink("l", "a")))
+	f.Add(craftTgz(f, symlink("a", "."), symlink("b", "a/.."), file("b/x", "y")))
+	f.Add(craftTgz(f, file("../x", "x")))
+	f.Add([]byte("not gzip"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		dest := filepath.Join(t.TempDir(), "repo")
+		if err := os.Mkdir(dest, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = extractTgz(bytes.NewReader(data), dest, Limits{MaxCompressedBytes: 1 << 20, MaxExtractedBytes: 1 << 20, MaxFiles: 100}, true)
+		// Whatever happened, nothing may exist next to dest, and every link
+		// must resolve inside it.
+		siblings, _ := os.ReadDir(filepath.Dir(dest))
+		if len(siblings) != 1 {
+			t.Fatalf("extraction wrote outside dest: %v", siblings)
+		}
+		_ = filepath.Walk(dest, func(p string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode()&os.ModeSymlink != 0 {
+				if real, err := filepath.EvalSymlinks(p); err == nil && !inside(dest, real) {
+					t.Fatalf("%s resolves outside to %s", p, real)
+				}
+			}
+			return nil
+		})
+	})
+}
