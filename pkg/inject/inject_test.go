@@ -1,0 +1,189 @@
+package inject
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+const testCatalog = `
+apiVersion: cmp-injector.io/v1alpha1
+kind: PluginCatalog
+revision: r1
+defaults: {copyImage: cmp-server:1}
+plugins:
+  helm:
+    image: alpine/helm:3.16.2
+    allowedImages: ["alpine/helm:*"]
+    config:
+      inline: {kind: ConfigManagementPlugin, metadata: {name: helm}, spec: {generate: {command: [helm, template, .]}}}
+  kustomize:
+    image: kustomize:5
+    config: {configMap: {name: k, key: cfg.yaml}}
+namespaces:
+  argocd: [helm, kustomize]
+`
+
+func testCat(t testing.TB) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.Parse([]byte(testCatalog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEscapePointer(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":                    "plain",
+		"cmp-injector.io/status":   "cmp-injector.io~1status",
+		"a~b/c":                    "a~0b~1c",
+		"~1":                       "~01",
+		"config.cmp-injector.io/x": "config.cmp-injector.io~1x",
+	} {
+		if got := EscapePointer(in); got != want {
+			t.Errorf("EscapePointer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParsePlugins(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		names    []string
+		problems int
+	}{
+		{"helm", []string{"helm"}, 0},
+		{" helm ,kustomize ", []string{"helm", "kustomize"}, 0},
+		{"", nil, 1},
+		{"helm,", []string{"helm"}, 1},
+		{"helm,,kustomize", []string{"helm", "kustomize"}, 1},
+		{"helm kustomize", []string{}, 1},
+		{"helm;kustomize", []string{}, 1},
+		{"helm,helm", []string{"helm"}, 1},
+		{"Helm,-x,a_b", []string{}, 3},
+	} {
+		names, problems := ParsePlugins(tc.in)
+		if len(problems) != tc.problems || (tc.names != nil && !reflect.DeepEqual(names, tc.names)) {
+			t.Errorf("ParsePlugins(%q) = %v, %v", tc.in, names, problems)
+		}
+		for _, p := range problems {
+			if p.Reason != ReasonMalformedAnnotation || !strings.Contains(p.Message, keys.PluginsAnnotation) {
+				t.Errorf("problem %+v", p)
+			}
+		}
+	}
+}
+
+func pod(annotations map[string]string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{}
+	p.Labels = map[string]string{keys.InjectLabel: "true"}
+	p.Annotations = annotations
+	p.Spec.Containers = []corev1.Container{{Name: "argocd-repo-server", Image: "argocd"}}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+// The patch, applied to the pod as JSON, must give exactly Report.Pod, whether
+// the lists and maps it extends are absent, empty or populated.
+func TestPatchMatchesMutatedPod(t *testing.T) {
+	cat := testCat(t)
+	for name, p := range map[string]*corev1.Pod{
+		"minimal": pod(map[string]string{keys.PluginsAnnotation: "helm,kustomize"}, nil),
+		"empty lists": pod(map[string]string{keys.PluginsAnnotation: "kustomize"}, func(p *corev1.Pod) {
+			p.Spec.Volumes, p.Spec.InitContainers = []corev1.Volume{}, []corev1.Container{}
+			p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{}
+		}),
+		"populated": pod(map[string]string{keys.PluginsAnnotation: "helm", "a/b~c": "x"}, func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "var-files"}, {Name: "other"}}
+			p.Spec.InitContainers = []corev1.Container{{Name: "copyutil"}}
+			p.Spec.Containers = append([]corev1.Container{{Name: "first"}}, p.Spec.Containers...)
+			p.Spec.Containers[1].VolumeMounts = []corev1.VolumeMount{{Name: "x", MountPath: "/x"}}
+		}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := p.DeepCopy()
+			r := Inject(p, "argocd", cat)
+			if r.Decision != Injected {
+				t.Fatalf("%s: %s", r.Decision, r.Message())
+			}
+			if !equality.Semantic.DeepEqual(p, before) {
+				t.Error("Inject modified its input")
+			}
+			checkPatch(t, p, r)
+		})
+	}
+}
+
+func checkPatch(t testing.TB, in *corev1.Pod, r *Report) {
+	t.Helper()
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatch.DecodePatch(r.Patch)
+	if err != nil {
+		t.Fatalf("decode patch: %v", err)
+	}
+	out, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, r.Patch)
+	}
+	var got corev1.Pod
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&got, r.Pod) {
+		t.Errorf("patched pod differs from Report.Pod\npatch: %s", r.Patch)
+	}
+}
+
+func TestRepoServerPlacementAndUID(t *testing.T) {
+	cat := testCat(t)
+	uid := int64(1234)
+	p := pod(map[string]string{keys.PluginsAnnotation: "helm"}, func(p *corev1.Pod) {
+		p.Spec.Containers = append([]corev1.Container{{Name: "istio-proxy"}}, p.Spec.Containers...)
+		p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid}
+	})
+	r := Inject(p, "argocd", cat)
+	if n := len(r.Pod.Spec.Containers[0].VolumeMounts); n != 0 {
+		t.Errorf("mount added to the first container instead of argocd-repo-server")
+	}
+	if m := r.Pod.Spec.Containers[1].VolumeMounts; len(m) != 1 || m[0].MountPath != keys.PluginSocketDir {
+		t.Errorf("repo-server mounts %v", m)
+	}
+	sc := r.Pod.Spec.InitContainers[1].SecurityContext
+	if *sc.RunAsUser != 1234 || !*sc.RunAsNonRoot || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("sidecar security context %+v", sc)
+	}
+}
+
+func TestConfigMapMountUsesKeyAsSubPath(t *testing.T) {
+	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "kustomize"}, nil), "argocd", testCat(t))
+	m := r.Pod.Spec.InitContainers[1].VolumeMounts[3]
+	if m.SubPath != "cfg.yaml" || m.MountPath != keys.PluginConfigDir+"/plugin.yaml" || !m.ReadOnly {
+		t.Errorf("config mount %+v", m)
+	}
+}
+
+// Every name the injector derives is a valid DNS-1123 label for the longest
+// plugin name the catalog accepts.
+func TestDerivedNamesAreValid(t *testing.T) {
+	name := strings.Repeat("a", 63-len("cmp--config"))
+	for _, n := range []string{sidecarName(name), tmpVolumeName(name), confVolumeName(name)} {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			t.Errorf("%s: %v", n, errs)
+		}
+	}
+}
