@@ -72,6 +72,8 @@ type Server struct {
 	engine  *Engine
 	grpc    *grpc.Server
 	ready   atomic.Bool
+	// httpAddr is the bound metrics address once Serve listens.
+	httpAddr atomic.Pointer[string]
 }
 
 // New validates the options, wipes and recreates the work dir, and builds the
@@ -119,6 +121,15 @@ func (s *Server) SocketPath() string {
 	return filepath.Join(s.opts.SocketDir, s.opts.Plugin.SocketName())
 }
 
+// MetricsAddr is the bound address of the metrics listener, "" before Serve
+// listens or when none is configured.
+func (s *Server) MetricsAddr() string {
+	if p := s.httpAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Metrics exposes the server's registry (for tests and embedders).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
@@ -147,6 +158,8 @@ func (s *Server) Serve(ctx context.Context) error {
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
 		httpSrv = &http.Server{Handler: s.metrics.httpHandler(&s.ready), ReadHeaderTimeout: 10 * time.Second}
+		addr := hl.Addr().String()
+		s.httpAddr.Store(&addr)
 		go func() { _ = httpSrv.Serve(hl) }()
 		s.log.Info("serving metrics", zap.String("addr", hl.Addr().String()))
 	}

@@ -1,9 +1,10 @@
 package cmpserver
 
 import (
-	"crypto/rand"
 	"archive/tar"
+	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -510,12 +511,17 @@ func TestMetricsEndpoint(t *testing.T) {
 	if _, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root}); err != nil {
 		t.Fatal(err)
 	}
-	h := ts.srv.metrics.httpHandler(&ts.srv.ready)
 	get := func(path string) (int, string) {
-		rec := &recorder{header: http.Header{}}
-		req, _ := http.NewRequest(http.MethodGet, path, nil)
-		h.ServeHTTP(rec, req)
-		return rec.code, rec.body.String()
+		resp, err := http.Get("http://" + ts.srv.MetricsAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Errorf("/healthz %d", code)
 	}
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz %d", code)
@@ -534,18 +540,3 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
-
-type recorder struct {
-	header http.Header
-	code   int
-	body   strings.Builder
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = 200
-	}
-	return r.body.Write(b)
-}
-func (r *recorder) WriteHeader(code int) { r.code = code }

@@ -105,14 +105,14 @@ type Request struct {
 
 // CheckResult is CheckPluginConfiguration's answer.
 type CheckResult struct {
-	DiscoveryConfigured bool
-	ProvideGitCreds     bool
+	DiscoveryConfigured bool `json:"isDiscoveryConfigured"`
+	ProvideGitCreds     bool `json:"provideGitCreds"`
 }
 
 // MatchResult is MatchRepository's answer.
 type MatchResult struct {
-	Supported        bool
-	DiscoveryEnabled bool
+	Supported        bool `json:"isSupported"`
+	DiscoveryEnabled bool `json:"isDiscoveryEnabled"`
 }
 
 // Check calls CheckPluginConfiguration.

@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+)
+
+// binary is cmd/cmp-server built once for the tests that run it as a process.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cmpbin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "cmp-server")
+	out, err := exec.Command("go", "build", "-o", binary, "github.com/cmp-injector/cmp-injector/cmd/cmp-server").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const slowPlugin = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: slow
+spec:
+  generate:
+    command: [sh, -c, 'touch "$ARGOCD_ENV_STARTED"; sleep 2; echo "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"drained\"}}"']
+`
+
+// layout makes a config dir, socket dir and work dir short enough for a socket.
+func layout(t *testing.T, plugin string) (configDir, socketDir, workDir string) {
+	t.Helper()
+	base, err := os.MkdirTemp("", "cmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	configDir = filepath.Join(base, "c")
+	if err := os.MkdirAll(configDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(configDir, "plugin.yaml"), []byte(plugin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return configDir, filepath.Join(base, "s"), filepath.Join(base, "w")
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, slowPlugin)
+	// No subcommand and a flag first: serves, as argocd-cmp-server does; the
+	// Argo CD flag name --config-dir-path is accepted.
+	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s")
+	cmd.Env = append(os.Environ(), "ARGOCD_PLUGINSOCKFILEPATH="+socketDir, "ARGOCD_CMP_WORKDIR="+workDir)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	socket := filepath.Join(socketDir, "slow.sock")
+	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+
+	started := filepath.Join(t.TempDir(), "started")
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type result struct {
+		manifests []string
+		err       error
+	}
+	done := make(chan result, 1)
+	go func() {
+		m, err := c.Generate(ctx, client.Request{RepoRoot: repo, Env: []string{"ARGOCD_ENV_STARTED=" + started}})
+		done <- result{m, err}
+	}()
+	waitFor(t, "generate to start", func() bool { _, err := os.Stat(started); return err == nil })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || len(res.manifests) != 1 || !strings.Contains(res.manifests[0], "drained") {
+		t.Fatalf("in-flight generate: %q, %v\nlogs:\n%s", res.manifests, res.err, logs.String())
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\nlogs:\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not exit after SIGTERM")
+	}
+	if _, err := os.Stat(socket); !os.IsNotExist(err) {
+		t.Errorf("socket still present: %v", err)
+	}
+	for _, want := range []string{`"msg":"shutting down: draining in-flight requests"`, `"request_id"`, `"msg":"cmp-server stopped"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %s:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), started) {
+		t.Error("an env value was logged")
+	}
+}
+
+func TestInvalidConfigFailsWithOneMessage(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, "kind: Plugin\nmetadata: {}\nspec:\n  paramters: {}\n")
+	out, err := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir).CombinedOutput()
+	if err == nil {
+		t.Fatalf("exit 0:\n%s", out)
+	}
+	s := string(out)
+	if strings.Count(s, "invalid plugin configuration") != 1 || !strings.Contains(s, "kind should be ConfigManagementPlugin") ||
+		!strings.Contains(s, "metadata.name should be non-empty") || !strings.Contains(s, "spec.generate.command should be non-empty") ||
+		!strings.Contains(s, `unknown key \"spec.paramters\"`) {
+		t.Errorf("output:\n%s", s)
+	}
+}
+
+func TestCopy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "cmp-server")
+	out, err := exec.Command(binary, "copy", dest).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "to "+dest) {
+		t.Fatalf("copy: %v\n%s", err, out)
+	}
+	fi, err := os.Stat(dest)
+	if err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("dest %v %v", fi, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("copy left extra files: %v", entries)
+	}
+	if out, err := exec.Command(dest, "version").Output(); err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Errorf("copied binary: %q %v", out, err)
+	}
+	if err := exec.Command(binary, "copy").Run(); err == nil {
+		t.Error("copy without DEST succeeded")
+	}
+}
+
+const echoPlugin = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: echo
+spec:
+  generate:
+    command: [sh, -c, 'printf "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: %s\ndata:\n  env: \"%s\"\n  p: \"%s\"\n" "$ARGOCD_APP_NAME" "$ARGOCD_ENV_FOO" "$PARAM_VALUES_FILES_1"']
+  discover:
+    find:
+      glob: "**/*.yaml"
+  parameters:
+    static:
+    - name: values-files
+      collectionType: array
+`
+
+func TestRunAndCallAgree(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, echoPlugin)
+	repo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, "apps", "guestbook"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "apps", "guestbook", "values.yaml"), []byte("a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paramsFile := filepath.Join(t.TempDir(), "params.yaml")
+	if err := os.WriteFile(paramsFile, []byte("- name: values-files\n  array: [a.yaml, b.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--app-dir", filepath.Join(repo, "apps", "guestbook"), "--repo-root", repo, "--parameters", paramsFile, "--env", "FOO=bar-$ARGOCD_APP_NAME-$$"}
+	wantYAML := "apiVersion: v1\ndata:\n  env: bar-guestbook-$\n  p: b.yaml\nkind: ConfigMap\nmetadata:\n  name: guestbook\n"
+	run := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(binary, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	plugin := filepath.Join(configDir, "plugin.yaml")
+	if got := run(append([]string{"run", "generate", "--config", plugin}, common...)...); got != wantYAML {
+		t.Errorf("run generate:\n%s", got)
+	}
+	if got := run(append([]string{"run", "match", "--config", plugin}, common...)...); got != "true\n" {
+		t.Errorf("run match: %q", got)
+	}
+	if got := run(append([]string{"run", "parameters", "--config", plugin}, common...)...); !strings.Contains(got, `"collectionType": "array"`) {
+		t.Errorf("run parameters: %s", got)
+	}
+
+	srv := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		if err := srv.Wait(); err != nil {
+			t.Errorf("server exit: %v", err)
+		}
+	}()
+	socket := filepath.Join(socketDir, "echo.sock")
+	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	if got := run(append([]string{"call", "--socket", socket, "generate"}, common...)...); got != wantYAML {
+		t.Errorf("call generate:\n%s", got)
+	}
+	if got := run("call", "--socket", socket, "check"); !strings.Contains(got, `"isDiscoveryConfigured": true`) {
+		t.Errorf("call check: %s", got)
+	}
+	if got := run(append([]string{"call", "--socket", socket, "match"}, common...)...); got != "true\n" {
+		t.Errorf("call match: %q", got)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := Main(context.Background(), []string{"bogus"}, &stderr, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "unknown command") {
+		t.Errorf("code %d: %s", code, stderr.String())
+	}
+}
