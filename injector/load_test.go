@@ -1,0 +1,111 @@
+package injector
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// BenchmarkHandler measures one review through the HTTP handler (no network):
+// decode, decide, patch, encode, metrics and logging.
+func BenchmarkHandler(b *testing.B) {
+	s := New(Config{CatalogFile: "testdata/catalog.yaml"}, zap.NewNop())
+	if _, err := s.catalog.Reload(); err != nil {
+		b.Fatal(err)
+	}
+	h := s.WebhookHandler()
+	body := podReview("u", "argocd", []byte(testPod), false)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+	}
+}
+
+// TestLoad posts reviews over HTTPS on loopback at 1, 16 and 64 concurrent
+// clients for a few seconds each and prints throughput and latency. It only
+// measures (no thresholds); run it with CMP_LOAD_TEST=1 go test -run TestLoad -v ./injector/.
+func TestLoad(t *testing.T) {
+	if os.Getenv("CMP_LOAD_TEST") != "1" {
+		t.Skip("set CMP_LOAD_TEST=1 to run the load test")
+	}
+	per := 3 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("CMP_LOAD_DURATION")); err == nil {
+		per = d
+	}
+	ts := startServer(t, "testdata/catalog.yaml")
+	body := podReview("u", "argocd", []byte(testPod), false)
+	for _, clients := range []int{1, 16, 64} {
+		lat := make([][]time.Duration, clients)
+		var wg sync.WaitGroup
+		var failures sync.Map
+		start := time.Now()
+		deadline := start.Add(per)
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					t0 := time.Now()
+					resp, err := ts.client.Post(ts.webhookURL+"/mutate", "application/json", bytes.NewReader(body))
+					if err != nil {
+						failures.Store(err.Error(), true)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						failures.Store(resp.Status, true)
+						return
+					}
+					lat[c] = append(lat[c], time.Since(t0))
+				}
+			}(c)
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		failures.Range(func(k, _ any) bool { t.Errorf("%d clients: %v", clients, k); return true })
+		var all []time.Duration
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+		if len(all) == 0 {
+			t.Fatalf("%d clients: no successful request", clients)
+		}
+		q := func(p float64) time.Duration { return all[int(p*float64(len(all)-1))] }
+		fmt.Printf("load: %2d clients: %6d reviews in %.1fs = %7.0f reviews/s, p50 %v, p99 %v\n",
+			clients, len(all), elapsed.Seconds(), float64(len(all))/elapsed.Seconds(),
+			q(0.50).Round(time.Microsecond), q(0.99).Round(time.Microsecond))
+	}
+	fmt.Printf("load: peak RSS of the test process (server and clients): %s\n", peakRSS())
+}
+
+func peakRSS() string {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
+		}
+	}
+	return "unknown"
+}
