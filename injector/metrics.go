@@ -34,7 +34,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
-			Help: "Admission reviews answered, by decision (injected, skipped, denied, error) and dry run."},
+			Help: "Admission reviews answered, by decision (injected, skipped, denied) and dry run."},
 			[]string{"decision", "dry_run"}),
 		injected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "injected_total",
 			Help: "Pods injected, by namespace (dry runs excluded)."}, []string{"namespace"}),
