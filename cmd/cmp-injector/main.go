@@ -110,6 +110,7 @@ func serve(args []string) error {
 	}
 	zc := zap.NewProductionConfig()
 	zc.Level = zap.NewAtomicLevelAt(logLevel)
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	log, err := zc.Build()
 	if err != nil {
 		return err
