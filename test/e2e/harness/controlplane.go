@@ -29,7 +29,7 @@ type ControlPlane struct {
 
 // StartControlPlane starts etcd and kube-apiserver from bin/ in dir and waits
 // until /readyz answers 200. logTo receives both processes' output (may be nil).
-func StartControlPlane(dir string, logTo io.Writer) (cp *ControlPlane, err error) {
+func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error) {
 	etcdBin, err := Tool("etcd")
 	if err != nil {
 		return nil, err
@@ -38,7 +38,10 @@ func StartControlPlane(dir string, logTo io.Writer) (cp *ControlPlane, err error
 	if err != nil {
 		return nil, err
 	}
-	cp = &ControlPlane{Dir: dir, Token: "e2e-admin-token"}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{Dir: dir, Token: "e2e-admin-token"}
 	defer func() {
 		if err != nil {
 			cp.Stop()
