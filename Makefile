@@ -67,10 +67,15 @@ chart:
 unit:
 	PATH="$(BIN):$$PATH" go test -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
 
-## e2e: real etcd + kube-apiserver + injector + plugin servers on loopback
+## e2e: real etcd + kube-apiserver + injector + plugin servers on loopback, on
+## every pinned Kubernetes version (E2E_APISERVERS lists their bin/ names)
+E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
 e2e:
-	hack/tools.sh etcd kube-apiserver helm
-	PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v ./test/e2e/...
+	hack/tools.sh etcd helm $(E2E_APISERVERS)
+	@for kas in $(E2E_APISERVERS); do \
+	  echo "== end-to-end suite on $$kas"; \
+	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v ./test/e2e/... || exit 1; \
+	done
 
 ## test: what CI runs
 test: tools lint proto-check static-check unit e2e

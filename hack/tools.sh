@@ -7,7 +7,7 @@
 # missing cache entry is simply rebuilt.
 #
 # Usage: hack/tools.sh [tool...]   (default: every tool)
-# Tools: helm protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver benchstat kustomize
+# Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver kube-apiserver-1.32 benchstat
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +21,7 @@ PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 ETCD_VERSION=v3.5.21
 KUBE_VERSION=v1.34.4
+KUBE_PREV_VERSION=v1.32.13
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 KUSTOMIZE_VERSION=v5.8.2
 
@@ -62,15 +63,16 @@ build_etcd() {
   (cd "$ROOT/test/e2e/tools/etcd" &&
     go build -trimpath -ldflags '-s -w' -o "$1/etcd" go.etcd.io/etcd/server/v3)
 }
-build_kube_apiserver() {
-  local v=$2 minor
+build_kube_apiserver() { build_kube_apiserver_from "$ROOT/test/e2e/tools/kube-apiserver" "$1/kube-apiserver" "$2"; }
+build_kube_apiserver_prev() { build_kube_apiserver_from "$ROOT/test/e2e/tools/kube-apiserver-1.32" "$1/kube-apiserver-1.32" "$2"; }
+build_kube_apiserver_from() {
+  local mod=$1 out=$2 v=$3 minor
   minor=$(echo "$v" | cut -d. -f2)
   local ldf="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf="$ldf -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  (cd "$ROOT/test/e2e/tools/kube-apiserver" &&
-    go build -trimpath -ldflags "$ldf" -o "$1/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" k8s.io/kubernetes/cmd/kube-apiserver)
 }
 
 # protoc comes from Debian: the Go module proxy does not serve it.
@@ -94,6 +96,7 @@ one() {
   protoc-gen-go-grpc) cached protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" build_protoc_gen_go_grpc ;;
   etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
   kube-apiserver) cached kube-apiserver "$KUBE_VERSION" build_kube_apiserver ;;
+  kube-apiserver-1.32) cached kube-apiserver-1.32 "$KUBE_PREV_VERSION" build_kube_apiserver_prev ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   *) log "unknown tool $1"; exit 2 ;;
@@ -101,6 +104,6 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver
+  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver kube-apiserver-1.32
 fi
 for t in "$@"; do one "$t"; done

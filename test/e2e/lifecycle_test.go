@@ -162,7 +162,7 @@ func TestClassicSidecars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "repo-server-pod.classic.stored.yaml", stableStoredPod(stored))
+	golden(t, "repo-server-pod.classic.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 	inits, mains := containerNames(stored)
 	if strings.Join(inits, ",") != "copyutil,"+keys.CopyInitContainer || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm" {
 		t.Errorf("init containers %v, containers %v", inits, mains)

@@ -101,3 +101,13 @@ func dumpLog() {
 
 // kubeVersion is the apiserver's version without the leading v, for helm.
 func kubeVersion() string { return strings.TrimPrefix(env.k8sVer, "v") }
+
+// minorVersion is "v1.34" for v1.34.4: stored pods carry the apiserver's
+// defaults, which may change between minor versions, so goldens are per minor.
+func minorVersion() string {
+	parts := strings.SplitN(env.k8sVer, ".", 3)
+	if len(parts) < 2 {
+		return env.k8sVer
+	}
+	return parts[0] + "." + parts[1]
+}

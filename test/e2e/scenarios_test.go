@@ -55,7 +55,7 @@ func TestInjection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "repo-server-pod.native.stored.yaml", stableStoredPod(stored))
+		golden(t, "repo-server-pod.native.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 		inits, _ := containerNames(stored)
 		if len(inits) != 3 || inits[0] != "copyutil" || inits[1] != keys.CopyInitContainer || inits[2] != "cmp-helm" {
 			t.Errorf("init containers = %v, want [copyutil %s cmp-helm]", inits, keys.CopyInitContainer)

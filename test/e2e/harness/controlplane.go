@@ -34,7 +34,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	if err != nil {
 		return nil, err
 	}
-	kasBin, err := Tool("kube-apiserver")
+	kasBin, err := Tool(APIServerTool())
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +130,15 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 		return nil, err
 	}
 	return cp, nil
+}
+
+// APIServerTool is the bin/ name of the kube-apiserver to run: E2E_KUBE_APISERVER
+// (e.g. kube-apiserver-1.32) or kube-apiserver, the newest pinned version.
+func APIServerTool() string {
+	if v := os.Getenv("E2E_KUBE_APISERVER"); v != "" {
+		return v
+	}
+	return "kube-apiserver"
 }
 
 // HTTPClient trusts the apiserver's self-signed bundle once it exists; before

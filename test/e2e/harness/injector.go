@@ -87,6 +87,8 @@ func (in *Injector) Start() error {
 	in.proc, err = Start("cmp-injector", []string{in.Bin, "serve",
 		"--catalog", in.Catalog, "--tls-cert-file", in.CertFile, "--tls-key-file", in.KeyFile,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", in.Port), "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
+		// No load balancer needs time to take us out of rotation here.
+		"--shutdown-delay", "0s",
 	}, nil, in.Dir, in.logTo)
 	if err != nil {
 		return err
