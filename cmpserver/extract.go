@@ -14,6 +14,7 @@ import (
 
 // Limits bound what one request may unpack. Argo CD has none; a repository
 // tarball is untrusted input, so we stop early with an error that names the limit.
+// A field <= 0 disables that limit; the zero Limits value means DefaultLimits.
 type Limits struct {
 	// MaxCompressedBytes caps the .tar.gz stream as received.
 	MaxCompressedBytes int64

@@ -132,6 +132,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	noZeroLimits(&req.Limits)
 	req.Plugin, req.RepoRoot, req.AppRelPath, req.Env, req.Logger = plugin, root, appRel, env, log
 	var out any
 	switch action {

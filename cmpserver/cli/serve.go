@@ -39,6 +39,20 @@ func limitFlags(fs *flag.FlagSet, l *cmpserver.Limits) {
 	fs.IntVar(&l.MaxFiles, "max-files", l.MaxFiles, "maximum number of entries in a tarball (0 = no limit)")
 }
 
+// noZeroLimits maps the flags' "0 = no limit" to negative values, because a
+// zero Limits value means "use the defaults" to the library.
+func noZeroLimits(l *cmpserver.Limits) {
+	if l.MaxCompressedBytes == 0 {
+		l.MaxCompressedBytes = -1
+	}
+	if l.MaxExtractedBytes == 0 {
+		l.MaxExtractedBytes = -1
+	}
+	if l.MaxFiles == 0 {
+		l.MaxFiles = -1
+	}
+}
+
 // logFlags registers --loglevel and --logformat with Argo CD's env defaults.
 func logFlags(fs *flag.FlagSet) (level, format *string) {
 	level = fs.String("loglevel", envDefault("ARGOCD_CMP_SERVER_LOGLEVEL", "info"), "log level: debug, info, warn or error (env ARGOCD_CMP_SERVER_LOGLEVEL)")
@@ -83,6 +97,7 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	noZeroLimits(&opts.Limits)
 	opts.Plugin = plugin
 	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
 	opts.MaxMsgSize = *maxMsgMB << 20

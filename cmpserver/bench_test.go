@@ -1,0 +1,125 @@
+package cmpserver
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+)
+
+const (
+	benchFiles    = 5000
+	benchFileSize = 10_000 // 5,000 × 10 kB = 50 MB
+)
+
+// benchRepo writes a repository of benchFiles text files in 50 directories;
+// the text is random words, so gzip does real work.
+func benchRepo(b *testing.B) string {
+	b.Helper()
+	root := b.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields("apiVersion kind metadata name namespace spec replicas image tag values chart labels app selector template containers ports env")
+	for i := 0; i < benchFiles; i++ {
+		dir := filepath.Join(root, "d"+strconv.Itoa(i%50))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		for buf.Len() < benchFileSize {
+			buf.WriteString(words[rng.IntN(len(words))])
+			buf.WriteString(": ")
+			buf.WriteString(strconv.FormatUint(rng.Uint64(), 36))
+			buf.WriteByte('\n')
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)+".yaml"), buf.Bytes()[:benchFileSize], 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return root
+}
+
+// peakRSSMB reads the process's high-water RSS (VmHWM).
+func peakRSSMB() float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkGenerateLargeRepo streams a 5,000-file, 50 MB repository through the
+// socket, as the repo-server would (tarball built per call, 1 KiB chunks), to a
+// generate that reads every file and prints one manifest. Set CMP_BENCH_KEEP_TGZ
+// to a path to keep the tarball for a `time tar xzf` comparison.
+func BenchmarkGenerateLargeRepo(b *testing.B) {
+	root := benchRepo(b)
+	plugin := `kind: ConfigManagementPlugin
+metadata: {name: bench}
+spec:
+  generate:
+    command: [sh, -c, 'n=$(find . -type f -exec cat {} + | wc -c); echo "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"bytes-$n\"}}"']
+`
+	ts := startServer(b, plugin, nil)
+	c := ts.dial(b)
+	if keep := os.Getenv("CMP_BENCH_KEEP_TGZ"); keep != "" {
+		tgz, err := client.WriteTarball(root, "", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, _ := os.ReadFile(tgz.Path)
+		_ = os.WriteFile(keep, data, 0o644)
+		tgz.Remove()
+		b.Logf("tarball: %d bytes compressed", len(data))
+	}
+	b.SetBytes(benchFiles * benchFileSize)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		got, err := c.Generate(ctxTimeout(b, 5*time.Minute), client.Request{RepoRoot: root})
+		if err != nil || len(got) != 1 || !strings.Contains(got[0], "bytes-"+strconv.Itoa(benchFiles*benchFileSize)) {
+			b.Fatalf("%q %v", got, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(peakRSSMB(), "peakRSS-MB")
+}
+
+// BenchmarkExtract is the server's extraction of the same tarball alone, to
+// compare with `tar xzf`.
+func BenchmarkExtract(b *testing.B) {
+	root := benchRepo(b)
+	tgz, err := client.WriteTarball(root, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tgz.Remove()
+	data, err := os.ReadFile(tgz.Path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(benchFiles * benchFileSize)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dest := b.TempDir()
+		if err := extractTgz(io.Reader(bytes.NewReader(data)), dest, DefaultLimits, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
