@@ -22,12 +22,14 @@ const (
 
 // Announce prints the chart's parameter announcement as a JSON array on r.Stdout.
 //
-// Helm values are split over maps by how generate must send them back so that an
-// announced value returned unchanged renders exactly as the chart's default:
-// helm-parameters (--set) for plain strings, helm-string-parameters (--set-string) for
-// strings --set would turn into numbers, booleans or null, and helm-number-parameters
-// and helm-boolean-parameters (--set-json) for typed leaves, which also lets the UI
-// show a number or boolean input for them. Every leaf appears in exactly one map.
+// helm-parameters lists every leaf of the values, as Argo CD's native Helm does, with
+// the text --set needs to restore it (a null is "null"). --set types only integers,
+// booleans and null, so the leaves whose type it would get wrong are announced a
+// second time in the map that restores them exactly: helm-string-parameters
+// (--set-string) for strings --set would retype, helm-number-parameters and
+// helm-boolean-parameters (--set-json) for numbers and booleans, which also gives the
+// UI a number or boolean input. Generate lets those maps win over helm-parameters for
+// the same key, so the whole announcement sent back renders as the chart's defaults.
 func Announce(_ context.Context, r Request) error {
 	opts, err := parseOptions(r.Env, r.Stderr)
 	if err != nil {
@@ -117,19 +119,22 @@ func valuesFiles(appDir string) ([]string, error) {
 }
 
 func announcement(files []string, leaves []leaf, schema *valuesSchema) []params.Announcement {
+	all := make(map[string]string, len(leaves))
 	byType := map[leafType]map[string]string{}
 	for _, l := range leaves {
+		key := l.path.String()
+		all[key] = setText(l)
 		typ := l.typ
 		if st, ok := schema.typeOf(l.path); ok {
 			typ = schemaLeafType(st, l)
 		}
-		if typ == leafNull {
-			continue
+		if typ == leafString || typ == leafNull {
+			continue // --set alone restores it
 		}
 		if byType[typ] == nil {
 			byType[typ] = map[string]string{}
 		}
-		byType[typ][l.path.String()] = l.value
+		byType[typ][key] = l.value
 	}
 	list := []params.Announcement{
 		{
@@ -145,20 +150,21 @@ func announcement(files []string, leaves []leaf, schema *valuesSchema) []params.
 			Tooltip: "YAML values applied after the values files.",
 		},
 		{
-			Name:           ParamHelmParameters,
-			Title:          "Parameters",
-			Tooltip:        "Values to override with --set; keys use --set syntax (a.b[0].c, dots in names as \\.).",
+			Name:  ParamHelmParameters,
+			Title: "Parameters",
+			Tooltip: "Every value of the chart, overridden with --set; keys use --set syntax (a.b[0].c, dots in names as \\.). " +
+				"--set types integers, true/false and null: use the typed maps below to keep another type.",
 			CollectionType: params.CollectionMap,
-			Map:            byType[leafString],
+			Map:            all,
 		},
 	}
 	typed := []struct {
 		name, title, tooltip, itemType string
 		typ                            leafType
 	}{
-		{ParamHelmStringParameters, "String Parameters", "Values forced to strings with --set-string.", "", leafTypedString},
-		{ParamHelmNumberParameters, "Number Parameters", "Numeric values, set with --set-json.", "number", leafNumber},
-		{ParamHelmBoolParameters, "Boolean Parameters", "Boolean values, set with --set-json.", "boolean", leafBool},
+		{ParamHelmStringParameters, "String Parameters", "Values kept strings with --set-string; wins over Parameters.", "", leafTypedString},
+		{ParamHelmNumberParameters, "Number Parameters", "Numeric values, set with --set-json; empty is null; wins over Parameters.", "number", leafNumber},
+		{ParamHelmBoolParameters, "Boolean Parameters", "Boolean values, set with --set-json; empty is null; wins over Parameters.", "boolean", leafBool},
 	}
 	for _, t := range typed {
 		if len(byType[t.typ]) == 0 {
@@ -170,6 +176,15 @@ func announcement(files []string, leaves []leaf, schema *valuesSchema) []params.
 		})
 	}
 	return list
+}
+
+// setText is a leaf's value as helm-parameters announces it: the text that --set,
+// after generate's escaping, turns back into that value ("null" for a null).
+func setText(l leaf) string {
+	if l.typ == leafNull {
+		return "null"
+	}
+	return l.value
 }
 
 // schemaLeafType applies a schema's declared type where the value can carry it; a

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -50,25 +51,17 @@ func TestAnnounceGolden(t *testing.T) {
 	}
 }
 
-// TestAnnouncementRoundTrip sends every announced value back unchanged; the chart
-// must render exactly as with no parameters, so no value changes type or text.
+// TestAnnouncementRoundTrip sends the whole announcement back unchanged, as a UI that
+// saves every map would; the chart must render exactly as with no parameters, so no
+// value changes type or text even though typed leaves are in two maps.
 func TestAnnouncementRoundTrip(t *testing.T) {
 	for _, chart := range []string{"typed", "echo"} {
 		t.Run(chart, func(t *testing.T) {
 			dir := chartDir(t, chart)
-			out, _, err := runPlugin(t, Announce, dir, "", baseEnv(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var list []params.Announcement
-			if err := json.Unmarshal([]byte(out), &list); err != nil {
-				t.Fatal(err)
-			}
+			maps := announcedMaps(t, dir)
 			var back []params.AppParameter
-			for _, a := range list {
-				if a.CollectionType == params.CollectionMap {
-					back = append(back, params.AppParameter{Name: a.Name, Map: a.Map})
-				}
+			for _, name := range sortedKeys(maps) {
+				back = append(back, params.AppParameter{Name: name, Map: maps[name]})
 			}
 			plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
 			if err != nil {
@@ -83,6 +76,93 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAnnouncedParametersAloneThroughSet documents the caveat --set brings, which
+// Argo CD's native Helm shares: sent back through --set alone, helm-parameters keeps
+// every leaf except those --set types differently, and each of those is announced
+// again in helm-string-parameters or helm-number-parameters, which restore it.
+func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
+	dir := chartDir(t, "typed")
+	maps := announcedMaps(t, dir)
+	if len(maps[ParamHelmParameters]) != 24 {
+		t.Errorf("helm-parameters has %d leaves, want all 24 of values.yaml: %v", len(maps[ParamHelmParameters]), maps[ParamHelmParameters])
+	}
+	plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := []params.AppParameter{{Name: ParamHelmParameters, Map: maps[ParamHelmParameters]}}
+	// values.schema.json declares image.tag a string, so helm refuses the retyped "10".
+	if _, _, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back)); err == nil || !strings.Contains(err.Error(), "/image/tag") {
+		t.Errorf("error = %v, want the schema to refuse image.tag retyped by --set", err)
+	}
+	back = append(back, params.AppParameter{Name: ParamSkipSchemaValidation, String: str("true")})
+	got, stderr, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back))
+	if err != nil {
+		t.Fatalf("generate: %v (%s)", err, stderr)
+	}
+	before, after := renderedLeaves(t, plain), renderedLeaves(t, got)
+	var changed []string
+	for _, k := range sortedKeys(before) {
+		if after[k] == before[k] {
+			continue
+		}
+		changed = append(changed, k)
+		_, str := maps[ParamHelmStringParameters][k]
+		_, num := maps[ParamHelmNumberParameters][k]
+		if !str && !num {
+			t.Errorf("%s: --set turned %+v into %+v, and no typed map announces it", k, before[k], after[k])
+		}
+	}
+	// "10" becomes the integer 10 and 0.75 the string "0.75": the caveat is real.
+	if want := []string{"image.tag", "podAnnotations.prometheus\\.io/port", "podAnnotations.prometheus\\.io/scrape", "port", "ratio"}; !reflect.DeepEqual(changed, want) {
+		t.Errorf("leaves retyped by --set = %q, want %q", changed, want)
+	}
+}
+
+// announcedMaps runs the announcement for dir and returns its maps by name.
+func announcedMaps(t *testing.T, dir string) map[string]map[string]string {
+	t.Helper()
+	out, stderr, err := runPlugin(t, Announce, dir, "", baseEnv(t))
+	if err != nil {
+		t.Fatalf("announce: %v (%s)", err, stderr)
+	}
+	var list []params.Announcement
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	maps := map[string]map[string]string{}
+	for _, a := range list {
+		if a.CollectionType == params.CollectionMap {
+			maps[a.Name] = a.Map
+		}
+	}
+	return maps
+}
+
+// renderedLeaves flattens the values a chart rendered into its values.json, keeping
+// each leaf's type next to its text.
+func renderedLeaves(t *testing.T, manifests string) map[string]typedText {
+	t.Helper()
+	doc, err := json.Marshal(renderedValues(t, manifests))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := decodeValues(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]typedText{}
+	for _, l := range flatten(vals, nil, nil) {
+		out[l.path.String()] = typedText{l.value, l.typ}
+	}
+	return out
+}
+
+type typedText struct {
+	value string
+	typ   leafType
 }
 
 func TestAnnounceFollowsSelectedValuesFiles(t *testing.T) {

@@ -113,28 +113,11 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 		cleanup = func() { os.Remove(path) }
 		flag("values", path)
 	}
-	sets := []struct {
-		flag, param string
-		m           map[string]string
-	}{
-		{"set-json", ParamHelmNumberParameters, o.SetNumber},
-		{"set-json", ParamHelmBoolParameters, o.SetBool},
-		{"set", ParamHelmParameters, o.Set},
-		{"set-string", ParamHelmStringParameters, o.SetString},
+	sets, err := valueFlags(o)
+	if err != nil {
+		return nil, cleanup, err
 	}
-	for _, s := range sets {
-		for _, k := range sortedKeys(s.m) {
-			v := escapeSetValue(s.m[k])
-			if s.flag == "set-json" {
-				v = jsonScalar(s.m[k])
-			}
-			p, err := parseSetPath(k)
-			if err != nil {
-				return nil, cleanup, fmt.Errorf("parameter %q: %w", s.param, err)
-			}
-			flag(s.flag, p.String()+"="+v)
-		}
-	}
+	args = append(args, sets...)
 	for _, k := range sortedKeys(o.SetFile) {
 		path, err := b.resolve("file parameter "+k, o.SetFile[k])
 		if err != nil {
@@ -250,6 +233,63 @@ func envList(env map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// valueSource is one map parameter of values and the helm flag that applies it.
+type valueSource struct {
+	flag, param string
+	m           map[string]string
+}
+
+// valueFlags turns the value maps into --set, --set-string and --set-json arguments.
+//
+// A key may be given in several maps: the announcement lists every leaf in
+// helm-parameters and the typed ones again in their own map. Precedence is
+// helm-parameters (--set), then helm-string-parameters (--set-string), then
+// helm-number-parameters and helm-boolean-parameters (--set-json): the later wins, so
+// an explicit type is never lost to --set's guessing. helm itself cannot be left to
+// decide, since it applies these flags by kind, not by position: every --set-json
+// before every --set, whatever the order on the command line. So each key is passed
+// once, from the map that wins; keys are compared in canonical --set syntax.
+func valueFlags(o *Options) ([]string, error) {
+	sources := []valueSource{
+		{"set", ParamHelmParameters, o.Set},
+		{"set-string", ParamHelmStringParameters, o.SetString},
+		{"set-json", ParamHelmNumberParameters, o.SetNumber},
+		{"set-json", ParamHelmBoolParameters, o.SetBool},
+	}
+	parsed := make([]map[string]string, len(sources)) // user key -> canonical key
+	winner := map[string]int{}                        // canonical key -> source index
+	for i, s := range sources {
+		parsed[i] = make(map[string]string, len(s.m))
+		for _, k := range sortedKeys(s.m) {
+			p, err := parseSetPath(k)
+			if err != nil {
+				return nil, fmt.Errorf("parameter %q: %w", s.param, err)
+			}
+			canon := p.String()
+			if prev, ok := winner[canon]; ok && prev != i && sources[prev].flag == "set-json" {
+				return nil, fmt.Errorf("key %q is in both %s and %s; give it one type", k, sources[prev].param, s.param)
+			}
+			parsed[i][k] = canon
+			winner[canon] = i
+		}
+	}
+	var args []string
+	for i, s := range sources {
+		for _, k := range sortedKeys(s.m) {
+			canon := parsed[i][k]
+			if winner[canon] != i {
+				continue // a later map sets this key
+			}
+			v := escapeSetValue(s.m[k])
+			if s.flag == "set-json" {
+				v = jsonScalar(s.m[k])
+			}
+			args = append(args, "--"+s.flag+"="+canon+"="+v)
+		}
+	}
+	return args, nil
 }
 
 // jsonScalar is a validated number or boolean parameter as --set-json reads it; an

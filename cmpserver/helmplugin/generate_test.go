@@ -49,6 +49,15 @@ func TestGenerateMatchesHelmByHand(t *testing.T) {
 			{Name: "helm-number-parameters", Map: map[string]string{"replicas": "4.5", "gone": ""}},
 			{Name: "helm-boolean-parameters", Map: map[string]string{"flag": "true"}}},
 			hand: []string{"--set-json", "replicas=4.5", "--set-json", "gone=null", "--set-json", "flag=true", "--include-crds", "myapp", "."}},
+		// helm would apply --set-json first and let --set win; the plugin passes each key
+		// once, from the map that wins, so the typed value is what helm sees.
+		{name: "typed and string maps win over helm-parameters", params: []params.AppParameter{
+			{Name: "helm-parameters", Map: map[string]string{"replicas": "5", "image.tag": "3", "x": "plain", `k\=v`: "set", "flag": "false"}},
+			{Name: "helm-string-parameters", Map: map[string]string{"image.tag": "3", "k=v": "string"}},
+			{Name: "helm-number-parameters", Map: map[string]string{"replicas": "4.5"}},
+			{Name: "helm-boolean-parameters", Map: map[string]string{"flag": "true"}}},
+			hand: []string{"--set", "x=plain", "--set-string", "image.tag=3", "--set-string", `k\=v=string`,
+				"--set-json", "replicas=4.5", "--set-json", "flag=true", "--include-crds", "myapp", "."}},
 		{name: "file-parameters", params: []params.AppParameter{{Name: "file-parameters", Map: map[string]string{"x": "files/banner.txt"}}},
 			hand: []string{"--set-file", "x=files/banner.txt", "--include-crds", "myapp", "."}},
 		{name: "release-name", params: []params.AppParameter{{Name: "release-name", String: str("other")}},
@@ -325,6 +334,9 @@ func TestGenerateErrors(t *testing.T) {
 		{"bad boolean", []params.AppParameter{{Name: "skip-crds", String: str("yes")}}, `must be "true" or "false"`},
 		{"conflicting crd flags", []params.AppParameter{{Name: "skip-crds", String: str("true")}, {Name: "include-crds", String: str("true")}}, "both true"},
 		{"number that is not", []params.AppParameter{{Name: "helm-number-parameters", Map: map[string]string{"replicas": "three"}}}, "not of the announced type"},
+		{"one key with two types", []params.AppParameter{
+			{Name: "helm-number-parameters", Map: map[string]string{"a.b": "1"}},
+			{Name: "helm-boolean-parameters", Map: map[string]string{`a.b`: "true"}}}, "is in both helm-number-parameters and helm-boolean-parameters"},
 		{"bad key", []params.AppParameter{{Name: "helm-parameters", Map: map[string]string{"a..b": "x"}}}, "empty name"},
 		{"NUL byte", []params.AppParameter{{Name: "helm-parameters", Map: map[string]string{"x": "a\x00b"}}}, "NUL byte"},
 		{"unnamed parameter", []params.AppParameter{{String: str("x")}}, "name is required"},
