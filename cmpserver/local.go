@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -89,4 +90,8 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 		return err
 	}
 	return fn(e, ws)
+}
+
+func metadataFor(appRel string, tgz *client.Tarball, env []*pluginpb.EnvEntry) *pluginpb.ManifestRequestMetadata {
+	return &pluginpb.ManifestRequestMetadata{AppRelPath: appRel, Checksum: tgz.Checksum, Size: tgz.Size, Env: env}
 }

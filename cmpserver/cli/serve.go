@@ -55,8 +55,8 @@ func noZeroLimits(l *cmpserver.Limits) {
 
 // logFlags registers --loglevel and --logformat with Argo CD's env defaults.
 func logFlags(fs *flag.FlagSet) (level, format *string) {
-	level = fs.String("loglevel", envDefault("ARGOCD_CMP_SERVER_LOGLEVEL", "info"), "log level: debug, info, warn or error (env ARGOCD_CMP_SERVER_LOGLEVEL)")
-	format = fs.String("logformat", envDefault("ARGOCD_CMP_SERVER_LOGFORMAT", "json"), "log format: json or text (env ARGOCD_CMP_SERVER_LOGFORMAT)")
+	level = fs.String("loglevel", envDefault(keys.EnvCMPServerLogLevel, "info"), "log level: debug, info, warn or error (env "+keys.EnvCMPServerLogLevel+")")
+	format = fs.String("logformat", envDefault(keys.EnvCMPServerLogFormat, "json"), "log format: json or text (env "+keys.EnvCMPServerLogFormat+")")
 	return level, format
 }
 

@@ -63,7 +63,7 @@ func (a App) Environ() ([]string, error) {
 			}
 			return lookup[v]
 		})
-		env = append(env, "ARGOCD_ENV_"+name+"="+expanded)
+		env = append(env, keys.EnvPluginEnvPrefix+name+"="+expanded)
 	}
 	if a.HasPlugin {
 		encoded, err := params.Encode(a.Parameters)

@@ -68,4 +68,9 @@ const (
 // More environment variables shared with Argo CD's plugin server.
 const (
 	EnvGRPCKeepAliveMin = "ARGOCD_GRPC_KEEP_ALIVE_MIN"
+	// EnvCMPServerLogLevel and EnvCMPServerLogFormat default --loglevel and --logformat.
+	EnvCMPServerLogLevel  = "ARGOCD_CMP_SERVER_LOGLEVEL"
+	EnvCMPServerLogFormat = "ARGOCD_CMP_SERVER_LOGFORMAT"
+	// EnvPluginEnvPrefix starts each spec.source.plugin.env entry in a plugin's env.
+	EnvPluginEnvPrefix = "ARGOCD_ENV_"
 )
