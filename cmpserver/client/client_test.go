@@ -82,7 +82,7 @@ func TestAppEnviron(t *testing.T) {
 	env, err := App{
 		Name: "demo-app", Namespace: "ns", Project: "p", Revision: "0123456789abcdef", RepoURL: "https://r",
 		SourcePath: "apps/demo", TargetRevision: "main", KubeVersion: "v1.29.3", KubeAPIVersions: []string{"v1", "apps/v1"},
-		PluginEnv: []string{"FOO=bar-$ARGOCD_APP_NAME-$$-${KUBE_VERSION}-$UNKNOWN", "helm_args=a=b"},
+		PluginEnv:  []string{"FOO=bar-$ARGOCD_APP_NAME-$$-${KUBE_VERSION}-$UNKNOWN", "helm_args=a=b"},
 		Parameters: []params.AppParameter{{Name: "my-string.param", String: &s}}, HasPlugin: true,
 	}.Environ()
 	if err != nil {
