@@ -540,3 +540,18 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputCaps(t *testing.T) {
+	t.Parallel()
+	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: caps}\nspec:\n  generate: {command: [sh, -c, 'if [ -f loud ]; then yes; else head -c 5000 /dev/zero | tr \"\\\\0\" x >&2; exit 1; fi']}\n"
+	ts := startServer(t, plugin, func(o *Options) {
+		o.Exec = DefaultExecOptions
+		o.Exec.MaxStdoutBytes = 1000
+		o.Exec.MaxStderrBytes = 100
+	})
+	// yes never stops on its own: the cap must stop it.
+	_, err := ts.dial(t).Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: writeTree(t, map[string]string{"loud": ""})})
+	wantErr(t, err, "output exceeds 1000 bytes (limit --max-stdout-bytes)")
+	_, err = ts.dial(t).Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: writeTree(t, map[string]string{"quiet": ""})})
+	wantErr(t, err, "failed exit status 1: "+strings.Repeat("x", 100)+"… (4900 more bytes dropped)")
+}
