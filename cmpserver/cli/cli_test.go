@@ -77,7 +77,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	configDir, socketDir, workDir := layout(t, slowPlugin)
 	// No subcommand and a flag first: serves, as argocd-cmp-server does; the
 	// Argo CD flag name --config-dir-path is accepted.
-	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s")
+	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s", "--otlp-address", "collector:4317")
 	cmd.Env = append(os.Environ(), "ARGOCD_PLUGINSOCKFILEPATH="+socketDir, "ARGOCD_CMP_WORKDIR="+workDir)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
@@ -134,7 +134,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	if _, err := os.Stat(socket); !os.IsNotExist(err) {
 		t.Errorf("socket still present: %v", err)
 	}
-	for _, want := range []string{`"msg":"shutting down: draining in-flight requests"`, `"request_id"`, `"msg":"cmp-server stopped"`} {
+	for _, want := range []string{`--otlp-address is ignored`, `"msg":"shutting down: draining in-flight requests"`, `"request_id"`, `"msg":"cmp-server stopped"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}

@@ -76,6 +76,10 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	limitFlags(fs, &opts.Limits)
 	execFlags(fs, &opts.Exec)
 	level, format := logFlags(fs)
+	otlp := map[string]*string{}
+	for _, name := range []string{"otlp-address", "otlp-insecure", "otlp-headers", "otlp-attrs", "otlp-sample-ratio"} {
+		otlp[name] = fs.String(name, "", "accepted for compatibility with argocd-cmp-server; tracing is not implemented")
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -89,6 +93,11 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
+	for name, v := range otlp {
+		if *v != "" {
+			log.Warn("--" + name + " is ignored: tracing is not implemented")
+		}
+	}
 	plugin, warnings, err := pluginconfig.Load(pluginconfig.ConfigPath(configDir))
 	for _, w := range warnings {
 		log.Warn("plugin configuration: " + w)
