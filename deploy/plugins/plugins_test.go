@@ -1,0 +1,490 @@
+// Package plugins holds the example plugins' tests: each plugin.yaml is run through
+// the real local runner (`cmp-server run`) with the pinned helm and kustomize of the
+// repository's bin/ on PATH, as the plugins' commands find them in their images.
+package plugins
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+)
+
+// runTimeout bounds one runner invocation; the runner's own exec timeout is lower.
+const runTimeout = 2 * time.Minute
+
+var (
+	cmpServer string // the cmp-server binary built for this test run
+	toolsBin  string // <repo>/bin, with the pinned helm and kustomize
+)
+
+func TestMain(m *testing.M) {
+	code, err := buildAndRun(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func buildAndRun(m *testing.M) (int, error) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return 0, err
+	}
+	toolsBin = filepath.Join(root, "bin")
+	for _, tool := range []string{"helm", "kustomize"} {
+		if _, err := os.Stat(filepath.Join(toolsBin, tool)); err != nil {
+			return 0, fmt.Errorf("%s not found in %s: run hack/tools.sh %s", tool, toolsBin, tool)
+		}
+	}
+	tmp, err := os.MkdirTemp("", "plugins-test-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
+	cmpServer = filepath.Join(tmp, "cmp-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", cmpServer, "./cmd/cmp-server")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("building cmp-server: %v\n%s", err, out)
+	}
+	return m.Run(), nil
+}
+
+// invocation is one `cmp-server run` of a plugin.yaml on an app directory.
+type invocation struct {
+	action string // generate, parameters or match
+	config string // plugin.yaml; a name alone means deploy/plugins/<name>/plugin.yaml
+	app    string // app dir; relative paths are under testdata/
+	params []params.AppParameter
+	args   []string // further runner flags
+	path   string   // PATH of the sidecar; default <repo>/bin and the system's
+}
+
+// run executes inv and returns stdout, stderr and the error of a non-zero exit.
+func run(t *testing.T, inv invocation) (string, string, error) {
+	t.Helper()
+	config := inv.config
+	if !strings.Contains(config, string(filepath.Separator)) {
+		config = filepath.Join(config, "plugin.yaml")
+	}
+	app := inv.app
+	if !filepath.IsAbs(app) {
+		app = filepath.Join("testdata", app)
+	}
+	args := []string{"run", inv.action, "--config", config, "--app-dir", app, "--logformat", "text", "--loglevel", "error"}
+	if inv.params != nil {
+		enc, err := params.Encode(inv.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "params.json")
+		if err := os.WriteFile(file, []byte(enc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--parameters", file)
+	}
+	args = append(args, inv.args...)
+	path := inv.path
+	if path == "" {
+		path = toolsBin + ":/usr/local/bin:/usr/bin:/bin"
+	}
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cmpServer, args...)
+	// The sidecar env of the catalog: a private HOME and helm's directories under it.
+	cmd.Env = []string{
+		"PATH=" + path,
+		"HOME=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"HELM_CACHE_HOME=" + filepath.Join(home, "helm", "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(home, "helm", "config"),
+		"HELM_DATA_HOME=" + filepath.Join(home, "helm", "data"),
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// generate runs inv's generate and returns the manifests by kind/name.
+func generate(t *testing.T, inv invocation) map[string]map[string]any {
+	t.Helper()
+	inv.action = "generate"
+	out, stderr, err := run(t, inv)
+	if err != nil {
+		t.Fatalf("generate: %v\n%s", err, stderr)
+	}
+	objs := map[string]map[string]any{}
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("manifest %q: %v", doc, err)
+		}
+		if obj == nil {
+			continue
+		}
+		objs[fmt.Sprintf("%v/%v", obj["kind"], field(obj, "metadata", "name"))] = obj
+	}
+	if len(objs) == 0 {
+		t.Fatalf("generate printed no manifests; stderr:\n%s", stderr)
+	}
+	return objs
+}
+
+// refused runs inv and expects a non-zero exit whose stderr holds want.
+func refused(t *testing.T, inv invocation, want string) {
+	t.Helper()
+	out, stderr, err := run(t, inv)
+	if err == nil {
+		t.Fatalf("%s succeeded, want it refused with %q; output:\n%s", inv.action, want, out)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
+
+// field walks nested maps and lists (an int step indexes a list).
+func field(v any, path ...any) any {
+	for _, p := range path {
+		switch s := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[s]
+		case int:
+			l, _ := v.([]any)
+			if s >= len(l) {
+				return nil
+			}
+			v = l[s]
+		}
+	}
+	return v
+}
+
+func names(objs map[string]map[string]any) []string {
+	var out []string
+	for k := range objs {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func containerImages(deploy map[string]any) []string {
+	var out []string
+	list, _ := field(deploy, "spec", "template", "spec", "containers").([]any)
+	for _, c := range list {
+		out = append(out, fmt.Sprint(field(c, "image")))
+	}
+	return out
+}
+
+// hostile is a value a user may type; it must reach the tool as one literal argument.
+const hostile = "a b \"dq\" 'sq' $(id) `id` ${HOME} ;|&\nsecond line-"
+
+func TestDiscovery(t *testing.T) {
+	apps := []string{"kustomize", "kustomize-helm", "trivial-cmp", "kustomize-helm/charts/hello"}
+	want := map[string][]bool{
+		"helm":           {false, false, false, true},
+		"kustomize":      {true, true, false, false},
+		"kustomize-helm": {false, true, false, false},
+		"trivial-cmp":    {false, false, true, false},
+	}
+	for plugin, matches := range want {
+		for i, app := range apps {
+			t.Run(plugin+" on "+app, func(t *testing.T) {
+				out, stderr, err := run(t, invocation{action: "match", config: plugin, app: app})
+				if err != nil {
+					t.Fatalf("match: %v\n%s", err, stderr)
+				}
+				if got := strings.TrimSpace(out); got != fmt.Sprint(matches[i]) {
+					t.Errorf("match = %s, want %v", got, matches[i])
+				}
+			})
+		}
+	}
+}
+
+// TestKustomizeHelmIsTriedFirst: both kustomize plugins match an app whose
+// kustomization.yaml lists helmCharts, and Argo CD tries plugin sockets in file name
+// order, the first match winning. Only kustomize-helm builds such an app (the kustomize
+// plugin lacks --enable-helm), so its socket must sort first.
+func TestKustomizeHelmIsTriedFirst(t *testing.T) {
+	sockets := map[string]string{}
+	for _, name := range []string{"kustomize", "kustomize-helm"} {
+		p, _, err := pluginconfig.Load(filepath.Join(name, "plugin.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sockets[name] = p.SocketName()
+	}
+	if sockets["kustomize-helm"] >= sockets["kustomize"] {
+		t.Errorf("socket %s does not sort before %s: Argo CD would give helmCharts apps to the kustomize plugin",
+			sockets["kustomize-helm"], sockets["kustomize"])
+	}
+	refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize-helm"}, "--enable-helm")
+}
+
+func TestKustomize(t *testing.T) {
+	t.Run("no parameters", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize", app: "kustomize"})
+		if got, want := names(objs), []string{"ConfigMap/settings", "Deployment/web"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("objects = %q, want %q", got, want)
+		}
+		if got := containerImages(objs["Deployment/web"]); !reflect.DeepEqual(got, []string{"nginx:1.25", "busybox:1.36"}) {
+			t.Errorf("images = %q", got)
+		}
+	})
+	t.Run("prefix, suffix and images", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{
+			{Name: "name-prefix", String: str("team-a-")},
+			{Name: "name-suffix", String: str("-v2")},
+			{Name: "images", Array: []string{"nginx=registry.example.com/nginx:1.27", "busybox:1.37"}},
+		}})
+		if got, want := names(objs), []string{"ConfigMap/team-a-settings-v2", "Deployment/team-a-web-v2"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("objects = %q, want %q", got, want)
+		}
+		want := []string{"registry.example.com/nginx:1.27", "busybox:1.37"}
+		if got := containerImages(objs["Deployment/team-a-web-v2"]); !reflect.DeepEqual(got, want) {
+			t.Errorf("images = %q, want %q", got, want)
+		}
+	})
+	t.Run("the repository's kustomization.yaml is not edited", func(t *testing.T) {
+		before, err := os.ReadFile(filepath.Join("testdata", "kustomize", "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{{Name: "name-prefix", String: str("x-")}}})
+		after, _ := os.ReadFile(filepath.Join("testdata", "kustomize", "kustomization.yaml"))
+		if !bytes.Equal(before, after) {
+			t.Errorf("kustomize edit reached the fixture:\n%s", after)
+		}
+	})
+	t.Run("hostile prefix and suffix reach kustomize literally", func(t *testing.T) {
+		for _, prefix := range []string{hostile, "--load-restrictor=none", "-"} {
+			objs := generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{
+				{Name: "name-prefix", String: str(prefix)},
+				{Name: "name-suffix", String: str(hostile)},
+			}})
+			name := "Deployment/" + prefix + "web" + hostile
+			if _, ok := objs[name]; !ok {
+				t.Errorf("no %q in %q", name, names(objs))
+			}
+		}
+	})
+	t.Run("hostile image reaches kustomize literally", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{
+			{Name: "images", Array: []string{"nginx=evil:1 $(id) `id`"}},
+		}})
+		if got := containerImages(objs["Deployment/web"])[0]; got != "evil:1 $(id) `id`" {
+			t.Errorf("image = %q, want the value unexpanded", got)
+		}
+	})
+	t.Run("an image kustomize cannot parse is refused", func(t *testing.T) {
+		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize", params: []params.AppParameter{
+			{Name: "images", Array: []string{"nginx:1.27", ""}},
+		}}, "invalid format of image")
+	})
+	t.Run("version", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{{Name: "version", String: str("v5.8.2")}}})
+		if _, ok := objs["Deployment/web"]; !ok {
+			t.Errorf("objects = %q", names(objs))
+		}
+		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize",
+			params: []params.AppParameter{{Name: "version", String: str("v9.9.9")}}},
+			"kustomize v9.9.9 is not installed in this sidecar (kustomize is v5.8.2)")
+		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize",
+			params: []params.AppParameter{{Name: "version", String: str("v5;id")}}},
+			"version: only letters, digits and . + - are allowed")
+	})
+	t.Run("version picks kustomize-<version> from PATH", func(t *testing.T) {
+		// Only kustomize-v5.8.2 is on PATH: the default kustomize is absent, so the
+		// build can only succeed through the versioned name.
+		dir := t.TempDir()
+		if err := os.Symlink(filepath.Join(toolsBin, "kustomize"), filepath.Join(dir, "kustomize-v5.8.2")); err != nil {
+			t.Fatal(err)
+		}
+		inv := invocation{config: "kustomize", app: "kustomize", path: dir + ":/usr/bin:/bin",
+			params: []params.AppParameter{{Name: "version", String: str("v5.8.2")}, {Name: "name-prefix", String: str("v-")}}}
+		if _, ok := generate(t, inv)["Deployment/v-web"]; !ok {
+			t.Error("no Deployment/v-web")
+		}
+		inv.params = nil
+		inv.action = "generate"
+		refused(t, inv, "kustomize: not found")
+	})
+	t.Run("parameters", func(t *testing.T) {
+		got := announcement(t, invocation{config: "kustomize", app: "kustomize"})
+		if want := []string{"version", "name-prefix", "name-suffix", "images"}; !reflect.DeepEqual(announcedNames(got), want) {
+			t.Errorf("announced %q, want %q", announcedNames(got), want)
+		}
+	})
+}
+
+func TestKustomizeHelm(t *testing.T) {
+	t.Run("local chart through helmCharts", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize-helm", app: "kustomize-helm"})
+		cm, ok := objs["ConfigMap/demo-hello"]
+		if !ok {
+			t.Fatalf("objects = %q, want ConfigMap/demo-hello", names(objs))
+		}
+		want := map[string]any{"greeting": "from-kustomization", "replicas": "1", "tag": "10", "tag-kind": "string"}
+		if got := cm["data"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("data = %v, want %v (valuesInline over the chart's values.yaml)", got, want)
+		}
+		if ns := field(cm, "metadata", "namespace"); ns != "apps" {
+			t.Errorf("namespace = %v, want the helmCharts entry's apps", ns)
+		}
+	})
+	t.Run("prefix and suffix", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize-helm", app: "kustomize-helm", params: []params.AppParameter{
+			{Name: "name-prefix", String: str("p-")}, {Name: "name-suffix", String: str("-s")},
+		}})
+		if _, ok := objs["ConfigMap/p-demo-hello-s"]; !ok {
+			t.Errorf("objects = %q, want ConfigMap/p-demo-hello-s", names(objs))
+		}
+	})
+	t.Run("hostile prefix reaches kustomize literally", func(t *testing.T) {
+		objs := generate(t, invocation{config: "kustomize-helm", app: "kustomize-helm", params: []params.AppParameter{
+			{Name: "name-prefix", String: str(hostile)},
+		}})
+		if _, ok := objs["ConfigMap/"+hostile+"demo-hello"]; !ok {
+			t.Errorf("objects = %q", names(objs))
+		}
+	})
+	t.Run("without helm on PATH the build fails with kustomize's message", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Symlink(filepath.Join(toolsBin, "kustomize"), filepath.Join(dir, "kustomize")); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, invocation{action: "generate", config: "kustomize-helm", app: "kustomize-helm", path: dir + ":/usr/bin:/bin"}, "(is 'helm' installed?)")
+	})
+}
+
+func TestTrivialCMP(t *testing.T) {
+	app := []string{"--app-name", "myapp", "--app-namespace", "ns"}
+	cm := func(t *testing.T, ps []params.AppParameter) map[string]any {
+		t.Helper()
+		objs := generate(t, invocation{config: "trivial-cmp", app: "trivial-cmp", params: ps, args: app})
+		if len(objs) != 1 {
+			t.Fatalf("objects = %q, want one ConfigMap", names(objs))
+		}
+		for _, o := range objs {
+			return o
+		}
+		return nil
+	}
+	t.Run("default suffix", func(t *testing.T) {
+		obj := cm(t, nil)
+		want := map[string]any{"name": "myapp-cm", "namespace": "ns"}
+		if got := obj["metadata"]; obj["kind"] != "ConfigMap" || !reflect.DeepEqual(got, want) {
+			t.Errorf("object = %v, want a ConfigMap with metadata %v", obj, want)
+		}
+	})
+	t.Run("suffix parameter", func(t *testing.T) {
+		if got := field(cm(t, []params.AppParameter{{Name: "cm-name-suffix", String: str("blue")}}), "metadata", "name"); got != "myapp-blue" {
+			t.Errorf("name = %v, want myapp-blue", got)
+		}
+	})
+	t.Run("a suffix that would rewrite the document is refused", func(t *testing.T) {
+		for _, v := range []string{`x","namespace":"kube-system`, hostile, "UPPER"} {
+			refused(t, invocation{action: "generate", config: "trivial-cmp", app: "trivial-cmp", args: app,
+				params: []params.AppParameter{{Name: "cm-name-suffix", String: str(v)}}}, "invalid name part")
+		}
+	})
+	t.Run("an app outside Argo CD's namespace is refused", func(t *testing.T) {
+		refused(t, invocation{action: "generate", config: "trivial-cmp", app: "trivial-cmp",
+			args: []string{"--app-name", "team_myapp"}}, "invalid name part")
+	})
+	t.Run("parameters", func(t *testing.T) {
+		got := announcement(t, invocation{config: "trivial-cmp", app: "trivial-cmp"})
+		want := []params.Announcement{{Name: "cm-name-suffix", Title: "ConfigMap Name Suffix", String: "cm"}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("announcement = %+v, want %+v", got, want)
+		}
+	})
+}
+
+// TestHelm runs the helm plugin's own commands: they name the plugin server at its
+// sidecar path, which the server maps to itself, so the runner executes them as is.
+func TestHelm(t *testing.T) {
+	const config = "helm"
+	chart := filepath.Join("kustomize-helm", "charts", "hello")
+	t.Run("parameters", func(t *testing.T) {
+		list := announcement(t, invocation{config: config, app: chart})
+		maps := map[string]map[string]string{}
+		for _, a := range list {
+			maps[a.Name] = a.Map
+		}
+		want := map[string]string{"greeting": "hello", "replicas": "1", "image.tag": "10"}
+		if got := maps["helm-parameters"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("helm-parameters = %v, want every leaf %v", got, want)
+		}
+		if got := maps["helm-string-parameters"]["image.tag"]; got != "10" {
+			t.Errorf("helm-string-parameters[image.tag] = %q, want 10", got)
+		}
+		if got := maps["helm-number-parameters"]["replicas"]; got != "1" {
+			t.Errorf("helm-number-parameters[replicas] = %q, want 1", got)
+		}
+		for _, static := range []string{"file-parameters", "release-name", "include-crds"} {
+			if !slices.Contains(announcedNames(list), static) {
+				t.Errorf("static parameter %s not announced", static)
+			}
+		}
+	})
+	t.Run("generate", func(t *testing.T) {
+		objs := generate(t, invocation{config: config, app: chart, args: []string{"--app-name", "rel"}, params: []params.AppParameter{
+			{Name: "helm-parameters", Map: map[string]string{"greeting": hostile, "image.tag": "11"}},
+			{Name: "helm-string-parameters", Map: map[string]string{"image.tag": "11"}},
+		}})
+		cm := objs["ConfigMap/rel-hello"]
+		if got := field(cm, "data", "greeting"); got != hostile {
+			t.Errorf("greeting = %q, want the value literally", got)
+		}
+		if got := field(cm, "data", "tag-kind"); got != "string" {
+			t.Errorf("image.tag kind = %v, want string: helm-string-parameters wins over helm-parameters", got)
+		}
+	})
+}
+
+func announcement(t *testing.T, inv invocation) []params.Announcement {
+	t.Helper()
+	inv.action = "parameters"
+	out, stderr, err := run(t, inv)
+	if err != nil {
+		t.Fatalf("parameters: %v\n%s", err, stderr)
+	}
+	var list []params.Announcement
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("announcement %s: %v", out, err)
+	}
+	return list
+}
+
+func announcedNames(list []params.Announcement) []string {
+	var out []string
+	for _, a := range list {
+		out = append(out, a.Name)
+	}
+	return out
+}
+
+func str(s string) *string { return &s }
