@@ -458,24 +458,54 @@ spec:
 	}
 }
 
-// A silent generate longer than grpc-go's default ping policy allows (about 61 s)
-// must survive the repo-server's 20 s keepalive pings.
-func TestLongSilentGenerateSurvivesKeepalive(t *testing.T) {
-	t.Parallel()
-	seconds := 60
+// keepaliveSeconds is how long the keepalive tests keep a generate silent. With the
+// repo-server's 20 s pings, grpc-go's default policy (MinTime 5 min) sends GOAWAY
+// too_many_pings on the third strike, at the ping of about 80 s (measured: 81 s),
+// so the default is 90 s: at 60 s both tests below would pass whatever the policy.
+func keepaliveSeconds(t *testing.T) int {
+	seconds := 90
 	if v := os.Getenv("CMP_KEEPALIVE_TEST_SECONDS"); v != "" {
 		if _, err := fmt.Sscan(v, &seconds); err != nil {
 			t.Fatalf("CMP_KEEPALIVE_TEST_SECONDS=%q: %v", v, err)
 		}
 	}
+	return seconds
+}
+
+// silentGenerate runs a generate that prints nothing for the given time, over a
+// client pinging every 20 s like the repo-server.
+func silentGenerate(t *testing.T, seconds int, minTime time.Duration) ([]string, error) {
 	plugin := fmt.Sprintf("kind: ConfigManagementPlugin\nmetadata: {name: silent}\nspec:\n  generate: {command: [sh, -c, 'sleep %d; echo \"{}\"']}\n", seconds)
-	ts := startServer(t, plugin, nil)
+	ts := startServer(t, plugin, func(o *Options) {
+		o.KeepaliveMinTime = minTime
+		o.Exec = DefaultExecOptions
+		o.Exec.Timeout = time.Duration(seconds+30) * time.Second // longer than --exec-timeout's 90 s default
+	})
 	root := writeTree(t, map[string]string{"f": "x"})
-	c := ts.dial(t) // keepalive Time 20 s, as the repo-server
-	got, err := c.Generate(ctxTimeout(t, time.Duration(seconds+60)*time.Second), client.Request{RepoRoot: root})
+	c := ts.dial(t) // keepalive Time 20 s
+	return c.Generate(ctxTimeout(t, time.Duration(seconds+60)*time.Second), client.Request{RepoRoot: root})
+}
+
+// A long silent generate survives the repo-server's keepalive pings.
+func TestLongSilentGenerateSurvivesKeepalive(t *testing.T) {
+	t.Parallel()
+	seconds := keepaliveSeconds(t)
+	got, err := silentGenerate(t, seconds, 0) // the server default, 10 s
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after %ds: %q, %v", seconds, got, err)
 	}
+}
+
+// The control: with grpc-go's default policy the same call dies, which shows the
+// test above is long enough to catch a wrong policy.
+func TestDefaultGRPCPolicyDropsLongCalls(t *testing.T) {
+	t.Parallel()
+	seconds := keepaliveSeconds(t)
+	if seconds < 85 {
+		t.Skipf("CMP_KEEPALIVE_TEST_SECONDS=%d is shorter than the third ping strike (about 80 s)", seconds)
+	}
+	_, err := silentGenerate(t, seconds, 5*time.Minute)
+	wantErr(t, err, "too_many_pings")
 }
 
 func TestEnvPrecedenceAndPluginServerPath(t *testing.T) {
