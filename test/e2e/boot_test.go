@@ -26,18 +26,11 @@ func TestInjectedPodBoots(t *testing.T) {
 		name := map[bool]string{true: "native sidecars", false: "classic sidecars"}[native]
 		t.Run(name, func(t *testing.T) {
 			startInjector(t, catalogFor(t, native, map[string][]string{"*": {"helm", "kustomize"}}))
-			c := env.cp.Client()
 			ns := newNamespace(t, "boot", enabledNS)
 			waitActive(t, ns)
 			pod := loadPod(t, "repo-server-pod.yaml")
 			pod.Annotations[keys.PluginsAnnotation] = "helm, kustomize"
-			if _, err := c.CreatePod(ns, pod, false); err != nil {
-				t.Fatal(err)
-			}
-			stored, err := c.GetPod(ns, pod.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
+			stored := createStored(t, ns, pod)
 			root := filepath.Join(env.root, map[bool]string{true: "n", false: "c"}[native])
 			start := time.Now()
 			booted, sockets, err := harness.BootInjectedPod(stored, env.bins["cmp-server"], root, env.logFile)
@@ -66,7 +59,7 @@ func TestInjectedPodBoots(t *testing.T) {
 				{Name: "values-files", Array: []string{"values-prod.yaml"}},
 				{Name: "helm-parameters", Map: map[string]string{"message": msg, "service.port": "8081"}},
 			}
-			reqEnv, err := harness.RepoServerEnv("guestbook", "demo", "apps/guestbook", kubeVersion(), ps)
+			reqEnv, err := harness.GuestbookApp(kubeVersion(), ps).Environ()
 			if err != nil {
 				t.Fatal(err)
 			}

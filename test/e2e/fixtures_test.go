@@ -174,3 +174,18 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// createStored creates pod in ns and returns it as the apiserver stored it.
+func createStored(t *testing.T, ns string, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	c := env.cp.Client()
+	got, err := c.CreatePod(ns, pod, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := c.GetPod(ns, got.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stored
+}

@@ -114,14 +114,7 @@ func TestReinvocation(t *testing.T) {
 	otherBefore := calls.Load()
 	pod := loadPod(t, "repo-server-pod.yaml")
 	pod.Annotations[keys.PluginsAnnotation] = "helm, kustomize"
-	got, err := c.CreatePod(ns, pod, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := c.GetPod(ns, got.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := createStored(t, ns, pod)
 	if stored.Labels["other-webhook"] != "was-here" {
 		t.Fatal("the second webhook did not mutate the pod")
 	}
@@ -151,17 +144,9 @@ func TestReinvocation(t *testing.T) {
 // to containers, and the apiserver accepts that too.
 func TestClassicSidecars(t *testing.T) {
 	startInjector(t, catalogFor(t, false, map[string][]string{"*": {"helm"}}))
-	c := env.cp.Client()
 	ns := newNamespace(t, "classic", enabledNS)
 	waitActive(t, ns)
-	got, err := c.CreatePod(ns, loadPod(t, "repo-server-pod.yaml"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := c.GetPod(ns, got.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 	golden(t, "repo-server-pod.classic.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 	inits, mains := containerNames(stored)
 	if strings.Join(inits, ",") != "copyutil,"+keys.CopyInitContainer || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm" {

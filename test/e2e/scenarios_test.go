@@ -47,14 +47,7 @@ func TestInjection(t *testing.T) {
 	waitActive(t, ns)
 
 	t.Run("repo-server pod is injected as the golden says", func(t *testing.T) {
-		got, err := c.CreatePod(ns, loadPod(t, "repo-server-pod.yaml"), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored, err := c.GetPod(ns, got.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 		golden(t, "repo-server-pod.native.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 		inits, _ := containerNames(stored)
 		if len(inits) != 3 || inits[0] != "copyutil" || inits[1] != keys.CopyInitContainer || inits[2] != "cmp-helm" {

@@ -138,7 +138,7 @@ func run() error {
 		{Name: "helm-parameters", Map: map[string]string{"message": "hello, from an Application parameter"}},
 	}
 	step("generating manifests for test/e2e/testdata/repo/apps/guestbook through helm.sock with parameters")
-	env, err := harness.RepoServerEnv("guestbook", "demo", "apps/guestbook", strings.TrimPrefix(ver, "v"), ps)
+	env, err := harness.GuestbookApp(strings.TrimPrefix(ver, "v"), ps).Environ()
 	if err != nil {
 		return err
 	}
