@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 	"testing"
 )
 
-const catalogFile = "../../injector/testdata/catalog.yaml"
+const catalogFile = "../testdata/catalog.yaml"
 
 func TestInjectAndExplainCommands(t *testing.T) {
-	in, err := os.ReadFile("../../injector/testdata/golden/argocd-repo-server.yaml")
+	in, err := os.ReadFile("../testdata/golden/argocd-repo-server.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile("../../injector/testdata/golden/argocd-repo-server.injected.yaml")
+	want, err := os.ReadFile("../testdata/golden/argocd-repo-server.injected.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestInjectAndExplainCommands(t *testing.T) {
 		t.Errorf("inject output differs from the golden")
 	}
 	out.Reset()
-	err = run("inject", []string{"--catalog", catalogFile, "--namespace", "team-a", "-f", "../../injector/testdata/golden/argocd-repo-server.yaml"}, nil, &out)
+	err = run("inject", []string{"--catalog", catalogFile, "--namespace", "team-a", "-f", "../testdata/golden/argocd-repo-server.yaml"}, nil, &out)
 	if err == nil || !strings.Contains(err.Error(), `plugin "kustomize" is not enabled in namespace "team-a"`) || out.Len() != 0 {
 		t.Errorf("denied inject: err %v, output %q", err, out.String())
 	}
