@@ -27,7 +27,10 @@ type BootOptions struct {
 	ConfigDir, ConfigDirFlag string
 	// SocketDirEnv is set to the mapped socket directory, SocketDir.
 	SocketDir, SocketDirEnv string
-	LogTo                   io.Writer
+	// Env is added to every container's env, before the container's own: it
+	// stands in for what the image provides (PATH to its tools).
+	Env   []string
+	LogTo io.Writer
 }
 
 // BootedPod is a pod whose selected init containers ran to completion and whose
@@ -120,7 +123,7 @@ func (b *BootedPod) start(c corev1.Container, o BootOptions) (*Process, error) {
 	if local, ok := o.Images[c.Command[0]]; ok {
 		argv[0] = local
 	}
-	var env []string
+	env := append([]string{}, o.Env...)
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
 			return nil, fmt.Errorf("container %s: env %s uses valueFrom, which cannot be booted locally", c.Name, e.Name)

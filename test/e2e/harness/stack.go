@@ -105,7 +105,14 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	for _, n := range append(st.Containers, st.InitContainers...) {
 		owned[n] = true
 	}
+	repo, err := RepoRoot()
+	if err != nil {
+		return nil, "", err
+	}
 	b, err := BootPod(pod, BootOptions{
+		// The plugin images carry helm and kustomize; here they are the pinned
+		// ones in bin/.
+		Env:           []string{"PATH=" + filepath.Join(repo, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")},
 		Root:          root,
 		Images:        map[string]string{keys.CopyServerBinary: cmpServer},
 		Run:           func(name string) bool { return owned[name] },
