@@ -126,14 +126,7 @@ func (c *Client) Check(ctx context.Context) (CheckResult, error) {
 
 // Match streams the repository to MatchRepository.
 func (c *Client) Match(ctx context.Context, req Request) (MatchResult, error) {
-	stream, err := c.rpc.MatchRepository(ctx)
-	if err != nil {
-		return MatchResult{}, err
-	}
-	if err := c.send(stream, req); err != nil {
-		return MatchResult{}, err
-	}
-	resp, err := stream.CloseAndRecv()
+	resp, err := stream(ctx, c, req, c.rpc.MatchRepository)
 	if err != nil {
 		return MatchResult{}, err
 	}
@@ -142,14 +135,7 @@ func (c *Client) Match(ctx context.Context, req Request) (MatchResult, error) {
 
 // Parameters streams the repository to GetParametersAnnouncement.
 func (c *Client) Parameters(ctx context.Context, req Request) ([]params.Announcement, error) {
-	stream, err := c.rpc.GetParametersAnnouncement(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.send(stream, req); err != nil {
-		return nil, err
-	}
-	resp, err := stream.CloseAndRecv()
+	resp, err := stream(ctx, c, req, c.rpc.GetParametersAnnouncement)
 	if err != nil {
 		return nil, err
 	}
@@ -167,18 +153,25 @@ func (c *Client) Parameters(ctx context.Context, req Request) ([]params.Announce
 // Generate streams the repository to GenerateManifest and returns one JSON
 // document per object.
 func (c *Client) Generate(ctx context.Context, req Request) ([]string, error) {
-	stream, err := c.rpc.GenerateManifest(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.send(stream, req); err != nil {
-		return nil, err
-	}
-	resp, err := stream.CloseAndRecv()
+	resp, err := stream(ctx, c, req, c.rpc.GenerateManifest)
 	if err != nil {
 		return nil, err
 	}
 	return resp.GetManifests(), nil
+}
+
+// stream opens one of the three client-streaming RPCs, sends the repository
+// and waits for the single answer, as the repo-server does for each of them.
+func stream[R any](ctx context.Context, c *Client, req Request,
+	open func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.AppStreamRequest, R], error)) (*R, error) {
+	s, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(s, req); err != nil {
+		return nil, err
+	}
+	return s.CloseAndRecv()
 }
 
 type sender interface {
