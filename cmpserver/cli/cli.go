@@ -1,5 +1,5 @@
 // Package cli is the cmp-server command line: serve (the default), run, call,
-// copy and version. cmd/cmp-server adds the helm subcommand.
+// copy, probe and version. cmd/cmp-server adds the helm subcommand.
 package cli
 
 import (
@@ -28,6 +28,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ma
 		"run":     Run,
 		"call":    Call,
 		"copy":    Copy,
+		"probe":   Probe,
 		"version": printVersion,
 	}
 	for name, c := range extra {

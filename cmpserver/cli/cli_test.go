@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,6 +71,36 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startServer runs "cmp-server serve" on a layout until the test ends, when it
+// must exit 0 on SIGTERM (unless the test already ended it), and waits for socket.
+func startServer(t *testing.T, configDir, socketDir, workDir, socket string) *exec.Cmd {
+	t.Helper()
+	srv := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		if err := <-exited; err != nil && !killedByTest(err) {
+			t.Errorf("server exit: %v", err)
+		}
+	})
+	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	return srv
+}
+
+// killedByTest is the exit of a server a test stopped with SIGKILL.
+func killedByTest(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
@@ -236,18 +267,8 @@ func TestRunAndCallAgree(t *testing.T) {
 		t.Errorf("run parameters: %s", got)
 	}
 
-	srv := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		if err := srv.Wait(); err != nil {
-			t.Errorf("server exit: %v", err)
-		}
-	}()
 	socket := filepath.Join(socketDir, "echo.sock")
-	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	startServer(t, configDir, socketDir, workDir, socket)
 	if got := run(append([]string{"call", "--socket", socket, "generate"}, common...)...); got != wantYAML {
 		t.Errorf("call generate:\n%s", got)
 	}

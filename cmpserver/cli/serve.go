@@ -60,14 +60,21 @@ func logFlags(fs *flag.FlagSet) (level, format *string) {
 	return level, format
 }
 
+// serverDirFlags registers the directories serve and probe must agree on: the
+// probe runs in the sidecar with serve's env, so the same defaults find the
+// socket serve made.
+func serverDirFlags(fs *flag.FlagSet, configDir, socketDir *string) {
+	fs.StringVar(configDir, "config-dir", keys.PluginConfigDir, "directory holding plugin.yaml")
+	fs.StringVar(configDir, "config-dir-path", keys.PluginConfigDir, "alias of --config-dir (Argo CD's name)")
+	fs.StringVar(socketDir, "socket-dir", envDefault(keys.EnvPluginSockFilePath, keys.PluginSocketDir), "directory of the plugin socket (env "+keys.EnvPluginSockFilePath+")")
+}
+
 // Serve runs the plugin server until SIGTERM or SIGINT.
 func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "cmp-server [serve] [flags]", stderr)
 	var opts cmpserver.Options
-	configDir := keys.PluginConfigDir
-	fs.StringVar(&configDir, "config-dir", configDir, "directory holding plugin.yaml")
-	fs.StringVar(&configDir, "config-dir-path", configDir, "alias of --config-dir (Argo CD's name)")
-	fs.StringVar(&opts.SocketDir, "socket-dir", envDefault(keys.EnvPluginSockFilePath, keys.PluginSocketDir), "directory of the plugin socket (env "+keys.EnvPluginSockFilePath+")")
+	var configDir string
+	serverDirFlags(fs, &configDir, &opts.SocketDir)
 	workBase := fs.String("work-dir", envDefault(keys.EnvCMPWorkDir, os.TempDir()), "parent of the _cmp_server request dir, which is wiped at start (env "+keys.EnvCMPWorkDir+", else $TMPDIR)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
 	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
