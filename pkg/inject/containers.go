@@ -7,6 +7,24 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
+// serveCommand runs the plugin server; probeCommand answers the kubelet's
+// startupProbe on native sidecars. Both run the copied binary in the sidecar,
+// with the sidecar's env and mounts, so they resolve the same socket.
+const (
+	serveCommand = "serve"
+	probeCommand = "probe"
+)
+
+// The startupProbe gates the containers after a native sidecar (eventually the
+// repo-server), which would otherwise enumerate sockets before the plugin
+// listens and fall back to plain-directory manifests. One check a second for a
+// minute; the kubelet's timeout stays above the probe's own 2 s --timeout.
+const (
+	probePeriodSeconds    = 1
+	probeFailureThreshold = 60
+	probeTimeoutSeconds   = 3
+)
+
 func sidecarName(plugin string) string    { return keys.SidecarPrefix + plugin }
 func tmpVolumeName(plugin string) string  { return keys.SidecarPrefix + plugin + "-tmp" }
 func confVolumeName(plugin string) string { return keys.SidecarPrefix + plugin + "-config" }
@@ -61,7 +79,7 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		Image:           image,
 		ImagePullPolicy: e.ImagePullPolicy,
 		Command:         []string{keys.PluginServerPath},
-		Args:            []string{"serve"},
+		Args:            []string{serveCommand},
 		Env:             append([]corev1.EnvVar(nil), e.Env...),
 		Resources:       c.ResourcesFor(e),
 		VolumeMounts:    mounts,
@@ -70,8 +88,20 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 	if native {
 		always := corev1.ContainerRestartPolicyAlways
 		ctr.RestartPolicy = &always
+		// Only restartable init containers may have probes, and a classic
+		// sidecar's startupProbe would gate nothing.
+		ctr.StartupProbe = startupProbe()
 	}
 	return ctr
+}
+
+func startupProbe() *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{keys.PluginServerPath, probeCommand}}},
+		PeriodSeconds:    probePeriodSeconds,
+		FailureThreshold: probeFailureThreshold,
+		TimeoutSeconds:   probeTimeoutSeconds,
+	}
 }
 
 // pluginVolumes are the volumes one plugin owns: its /tmp and, unless the image

@@ -187,3 +187,32 @@ func TestDerivedNamesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// Native sidecars get a startupProbe that runs the copied server binary, so the
+// repo-server starts after every plugin answers; classic sidecars, where such a
+// probe would gate nothing (and the apiserver forbids probes on plain init
+// containers), get none.
+func TestStartupProbeOnlyOnNativeSidecars(t *testing.T) {
+	cat := testCat(t)
+	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm,kustomize"}, nil), "argocd", cat)
+	for _, c := range r.Pod.Spec.InitContainers {
+		sp := c.StartupProbe
+		if c.Name == keys.CopyInitContainer {
+			if sp != nil {
+				t.Errorf("the copy init container has a startupProbe")
+			}
+			continue
+		}
+		if sp == nil || sp.Exec == nil || !reflect.DeepEqual(sp.Exec.Command, []string{keys.PluginServerPath, "probe"}) ||
+			sp.PeriodSeconds != 1 || sp.FailureThreshold != 60 || sp.TimeoutSeconds != 3 {
+			t.Errorf("%s startupProbe %+v", c.Name, sp)
+		}
+	}
+	cat.Defaults.NativeSidecars = false
+	r = Inject(pod(map[string]string{keys.PluginsAnnotation: "helm,kustomize"}, nil), "argocd", cat)
+	for _, c := range append(r.Pod.Spec.InitContainers, r.Pod.Spec.Containers...) {
+		if c.StartupProbe != nil {
+			t.Errorf("classic mode: %s has a startupProbe", c.Name)
+		}
+	}
+}
