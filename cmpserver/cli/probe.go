@@ -58,7 +58,7 @@ func probe(ctx context.Context, socket string, timeout time.Duration) error {
 	fi, err := os.Stat(socket)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("no socket at %s: the plugin server is not listening yet", socket)
+		return fmt.Errorf("no socket at %s: the plugin server is not listening", socket)
 	case err != nil:
 		return err
 	case fi.Mode().Type() != os.ModeSocket:

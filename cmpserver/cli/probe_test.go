@@ -51,7 +51,7 @@ func TestProbeServingThenStale(t *testing.T) {
 	socket := filepath.Join(socketDir, "echo.sock")
 
 	code, _, stderr := runProbe(t, nil, "--config-dir", configDir, "--socket-dir", socketDir)
-	wantFailure(t, code, stderr, "no socket at "+socket, "not listening yet")
+	wantFailure(t, code, stderr, "no socket at "+socket, "is not listening")
 
 	srv := startServer(t, configDir, socketDir, workDir, socket)
 	code, stdout, stderr := runProbe(t, nil, "--config-dir", configDir, "--socket-dir", socketDir)

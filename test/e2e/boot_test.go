@@ -4,8 +4,11 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -96,6 +99,63 @@ func TestInjectedPodBoots(t *testing.T) {
 			if got := strings.Join(names, ","); !strings.Contains(got, "values-files") || !strings.Contains(got, "helm-parameters") {
 				t.Errorf("announcement names = %s", got)
 			}
+			checkStartupProbes(t, stored, booted, native)
 		})
+	}
+}
+
+// checkStartupProbes runs each native sidecar's startupProbe in its booted
+// container, as the kubelet would: it passes while the plugin server serves and
+// fails once the server is gone, whether it stopped cleanly (socket removed) or
+// died (stale socket). Classic sidecars must have no probe at all.
+func checkStartupProbes(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod, native bool) {
+	t.Helper()
+	procs := map[string]*harness.Process{}
+	for _, p := range booted.Processes() {
+		procs[p.Name] = p
+	}
+	probed := 0
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		restartable := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		if c.StartupProbe == nil {
+			if restartable && strings.HasPrefix(c.Name, keys.SidecarPrefix) {
+				t.Errorf("native sidecar %s has no startupProbe", c.Name)
+			}
+			continue
+		}
+		if !restartable {
+			t.Errorf("%s has a startupProbe but is not a native sidecar", c.Name)
+			continue
+		}
+		if c.StartupProbe.Exec == nil || procs[c.Name] == nil {
+			t.Errorf("%s: startupProbe %+v, booted: %v", c.Name, c.StartupProbe, procs[c.Name] != nil)
+			continue
+		}
+		argv := c.StartupProbe.Exec.Command
+		if out, err := booted.Exec(pod, c.Name, argv); err != nil {
+			t.Errorf("%s: startupProbe %q fails while the plugin serves: %v\n%s", c.Name, argv, err, out)
+		}
+		// Alternate a clean stop and a crash, so both ways a server goes away
+		// are probed.
+		reason := "is not listening"
+		if probed%2 == 0 {
+			if err := procs[c.Name].Stop(10 * time.Second); err != nil {
+				t.Errorf("%s: stop: %v", c.Name, err)
+			}
+		} else {
+			reason = "stale socket"
+			_ = procs[c.Name].Signal(syscall.SIGKILL)
+			_ = procs[c.Name].Wait(10 * time.Second)
+		}
+		out, err := booted.Exec(pod, c.Name, argv)
+		if err == nil || !strings.Contains(out, reason) {
+			t.Errorf("%s: startupProbe after the server went away: %v, want a failure saying %q:\n%s", c.Name, err, reason, out)
+		} else {
+			t.Logf("%s: startupProbe passed while serving, then failed: %s", c.Name, strings.TrimSpace(out))
+		}
+		probed++
+	}
+	if want := map[bool]int{true: 2, false: 0}[native]; probed != want {
+		t.Errorf("%d sidecars probed, want %d", probed, want)
 	}
 }

@@ -38,6 +38,7 @@ type BootOptions struct {
 type BootedPod struct {
 	Volumes map[string]string // volume name → host directory
 	procs   []*Process
+	opts    BootOptions
 }
 
 // Stop ends every long-running container process.
@@ -57,7 +58,7 @@ func (b *BootedPod) Processes() []*Process { return b.procs }
 // values are rewritten to the host directories of the volumes mounted there,
 // which is the only liberty taken: the argv, env and files are the pod's own.
 func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
-	b := &BootedPod{Volumes: map[string]string{}}
+	b := &BootedPod{Volumes: map[string]string{}, opts: o}
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(o.Root, "v", v.Name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -109,24 +110,65 @@ func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
 }
 
 func (b *BootedPod) start(c corev1.Container, o BootOptions) (*Process, error) {
-	m, err := b.mapper(c, o.Root)
+	argv, env, dir, err := b.command(c, append(append([]string{}, c.Command...), c.Args...), o)
 	if err != nil {
 		return nil, err
 	}
-	argv := append(append([]string{}, c.Command...), c.Args...)
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("container %s: no command (image entrypoints are not known here)", c.Name)
+	return Start(c.Name, argv, env, dir, o.LogTo)
+}
+
+// Exec runs argv inside a booted container of pod the way the kubelet runs an
+// exec probe there: with the container's env, mounts and working directory, and
+// the same path rewriting and config-dir and socket-dir liberties as the
+// container's own command. It returns the output and the error of a non-zero exit.
+func (b *BootedPod) Exec(pod *corev1.Pod, container string, argv []string) (string, error) {
+	var c *corev1.Container
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if list[i].Name == container {
+				c = &list[i]
+			}
+		}
 	}
+	if c == nil {
+		return "", fmt.Errorf("pod has no container %s", container)
+	}
+	argv, env, dir, err := b.command(*c, append([]string{}, argv...), b.opts)
+	if err != nil {
+		return "", err
+	}
+	p, err := Start(container+" exec", argv, env, dir, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		_ = p.Stop(time.Second)
+		return p.Output(), fmt.Errorf("exec %q in %s: %w", argv, container, err)
+	}
+	return p.Output(), nil
+}
+
+// command maps argv (a container path first) and the container's env to this
+// machine, and makes the container's working directory.
+func (b *BootedPod) command(c corev1.Container, argv []string, o BootOptions) (mapped, env []string, dir string, err error) {
+	m, err := b.mapper(c, o.Root)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(argv) == 0 {
+		return nil, nil, "", fmt.Errorf("container %s: no command (image entrypoints are not known here)", c.Name)
+	}
+	image := argv[0]
 	for i := range argv {
 		argv[i] = m.path(argv[i])
 	}
-	if local, ok := o.Images[c.Command[0]]; ok {
+	if local, ok := o.Images[image]; ok {
 		argv[0] = local
 	}
-	env := append([]string{}, o.Env...)
+	env = append([]string{}, o.Env...)
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
-			return nil, fmt.Errorf("container %s: env %s uses valueFrom, which cannot be booted locally", c.Name, e.Name)
+			return nil, nil, "", fmt.Errorf("container %s: env %s uses valueFrom, which cannot be booted locally", c.Name, e.Name)
 		}
 		env = append(env, e.Name+"="+m.path(e.Value))
 	}
@@ -139,11 +181,11 @@ func (b *BootedPod) start(c corev1.Container, o BootOptions) (*Process, error) {
 	if o.ConfigDirFlag != "" && m.covers(o.ConfigDir) {
 		argv = append(argv, o.ConfigDirFlag+"="+m.path(o.ConfigDir))
 	}
-	dir := filepath.Join(o.Root, "c", c.Name)
+	dir = filepath.Join(o.Root, "c", c.Name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	return Start(c.Name, argv, env, dir, o.LogTo)
+	return argv, env, dir, nil
 }
 
 // mounts maps a container's mount paths to host paths.
