@@ -97,7 +97,7 @@ func TestGolden(t *testing.T) {
 				_ = os.Remove(f)
 				continue
 			}
-			t.Errorf("stale golden %s: no case produces it (run go test ./injector/... -update)", f)
+			t.Errorf("stale golden %s: no case produces it (run go test ./injector/ -update)", f)
 		}
 	}
 }
@@ -195,9 +195,9 @@ func checkGolden(t *testing.T, file string, got []byte) {
 	}
 	want, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatalf("%v (run go test ./injector/... -update)", err)
+		t.Fatalf("%v (run go test ./injector/ -update)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale (run go test ./injector/... -update); got:\n%s", file, got)
+		t.Errorf("%s is stale (run go test ./injector/ -update); got:\n%s", file, got)
 	}
 }
