@@ -3,9 +3,11 @@ package helmplugin
 import (
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,10 +60,10 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 	for _, chart := range []string{"typed", "echo"} {
 		t.Run(chart, func(t *testing.T) {
 			dir := chartDir(t, chart)
-			maps := announcedMaps(t, dir)
+			announced := announcedMaps(t, dir)
 			var back []params.AppParameter
-			for _, name := range sortedKeys(maps) {
-				back = append(back, params.AppParameter{Name: name, Map: maps[name]})
+			for _, name := range slices.Sorted(maps.Keys(announced)) {
+				back = append(back, params.AppParameter{Name: name, Map: announced[name]})
 			}
 			plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
 			if err != nil {
@@ -84,15 +86,15 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 // again in helm-string-parameters or helm-number-parameters, which restore it.
 func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
 	dir := chartDir(t, "typed")
-	maps := announcedMaps(t, dir)
-	if len(maps[ParamHelmParameters]) != 24 {
-		t.Errorf("helm-parameters has %d leaves, want all 24 of values.yaml: %v", len(maps[ParamHelmParameters]), maps[ParamHelmParameters])
+	announced := announcedMaps(t, dir)
+	if len(announced[ParamHelmParameters]) != 24 {
+		t.Errorf("helm-parameters has %d leaves, want all 24 of values.yaml: %v", len(announced[ParamHelmParameters]), announced[ParamHelmParameters])
 	}
 	plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	back := []params.AppParameter{{Name: ParamHelmParameters, Map: maps[ParamHelmParameters]}}
+	back := []params.AppParameter{{Name: ParamHelmParameters, Map: announced[ParamHelmParameters]}}
 	// values.schema.json declares image.tag a string, so helm refuses the retyped "10".
 	if _, _, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back)); err == nil || !strings.Contains(err.Error(), "/image/tag") {
 		t.Errorf("error = %v, want the schema to refuse image.tag retyped by --set", err)
@@ -104,13 +106,13 @@ func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
 	}
 	before, after := renderedLeaves(t, plain), renderedLeaves(t, got)
 	var changed []string
-	for _, k := range sortedKeys(before) {
+	for _, k := range slices.Sorted(maps.Keys(before)) {
 		if after[k] == before[k] {
 			continue
 		}
 		changed = append(changed, k)
-		_, str := maps[ParamHelmStringParameters][k]
-		_, num := maps[ParamHelmNumberParameters][k]
+		_, str := announced[ParamHelmStringParameters][k]
+		_, num := announced[ParamHelmNumberParameters][k]
 		if !str && !num {
 			t.Errorf("%s: --set turned %+v into %+v, and no typed map announces it", k, before[k], after[k])
 		}

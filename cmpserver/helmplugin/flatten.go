@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,7 +60,7 @@ func decodeValues(data []byte) (map[string]any, error) {
 func flatten(v any, prefix setPath, out []leaf) []leaf {
 	switch t := v.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			if k == "" {
 				continue
 			}

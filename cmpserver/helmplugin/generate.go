@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -118,7 +120,7 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 		return nil, cleanup, err
 	}
 	args = append(args, sets...)
-	for _, k := range sortedKeys(o.SetFile) {
+	for _, k := range slices.Sorted(maps.Keys(o.SetFile)) {
 		path, err := b.resolve("file parameter "+k, o.SetFile[k])
 		if err != nil {
 			return nil, cleanup, err
@@ -262,7 +264,7 @@ func valueFlags(o *Options) ([]string, error) {
 	winner := map[string]int{}                        // canonical key -> source index
 	for i, s := range sources {
 		parsed[i] = make(map[string]string, len(s.m))
-		for _, k := range sortedKeys(s.m) {
+		for _, k := range slices.Sorted(maps.Keys(s.m)) {
 			p, err := parseSetPath(k)
 			if err != nil {
 				return nil, fmt.Errorf("parameter %q: %w", s.param, err)
@@ -277,7 +279,7 @@ func valueFlags(o *Options) ([]string, error) {
 	}
 	var args []string
 	for i, s := range sources {
-		for _, k := range sortedKeys(s.m) {
+		for _, k := range slices.Sorted(maps.Keys(s.m)) {
 			canon := parsed[i][k]
 			if winner[canon] != i {
 				continue // a later map sets this key

@@ -3,8 +3,9 @@ package helmplugin
 import (
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -277,21 +278,12 @@ func releaseNameFromApp(app string) string {
 }
 
 func checkTyped(param string, m map[string]string, ok func(string) bool) error {
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !ok(m[k]) {
 			return fmt.Errorf("parameter %q: value %q of key %q is not of the announced type", param, m[k], k)
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // jsonNumber is the JSON number grammar; --set-json must receive exactly that.

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,7 +57,7 @@ func Parse(data []byte) (*Catalog, error) {
 func build(p *problems, f *File) *Catalog {
 	validateHeader(p, f)
 	validateDefaults(p, &f.Defaults)
-	names := sortedKeys(f.Plugins)
+	names := slices.Sorted(maps.Keys(f.Plugins))
 	c := &Catalog{
 		Plugins:    make(map[string]*Entry, len(f.Plugins)),
 		Names:      names,

@@ -2,8 +2,9 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,7 +118,7 @@ func validateConfigSource(p *problems, field string, c *ConfigSource) {
 }
 
 func validateNamespaces(p *problems, namespaces map[string][]string, plugins map[string]*Plugin, known []string) {
-	for _, ns := range sortedKeys(namespaces) {
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
 		field := "namespaces." + ns
 		if ns != AllNamespaces {
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
@@ -153,13 +154,4 @@ func validateSockets(p *problems, entries map[string]*Entry, names []string) {
 		}
 		owner[e.Socket] = name
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

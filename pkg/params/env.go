@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -42,12 +43,7 @@ func Environ(ps []AppParameter) []string {
 		if p.String != nil {
 			env.set(base, *p.String)
 		}
-		keys := make([]string, 0, len(p.Map))
-		for k := range p.Map {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(p.Map)) {
 			env.set(base+"_"+Escape(k), p.Map[k])
 		}
 		for i, item := range p.Array {

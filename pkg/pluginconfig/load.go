@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -82,12 +83,7 @@ func collectUnknownKeys(v any, t reflect.Type, path string, out *[]string) {
 		switch t.Kind() {
 		case reflect.Struct:
 			fields := jsonFields(t)
-			keys := make([]string, 0, len(val))
-			for k := range val {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(val)) {
 				child := joinPath(path, k)
 				f, ok := fields[k]
 				if !ok {
