@@ -163,14 +163,7 @@ func TestExample3SimpleHelmCMP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root, Env: env})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("Generate = %q, %v", got, err)
-	}
-	var cm struct{ Data map[string]string }
-	if err := json.Unmarshal([]byte(got[0]), &cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := generateConfigMap(t, ts, root, env)
 	want := map[string]string{
 		"cmd":                              "helm template . --values=a.yaml --values=b.yaml --set=image.repo=alpine --set=image.tag=latest",
 		"ARGOCD_APP_PARAMETERS":            `[{"array":["a.yaml","b.yaml"],"name":"values-files"},{"map":{"image.repo":"alpine","image.tag":"latest"},"name":"helm-parameters"}]`,
@@ -196,14 +189,7 @@ func TestWorkedExampleEnvOverSocket(t *testing.T) {
 		{Name: "values-files", Array: []string{"values.yaml"}},
 		{Name: "helm-parameters", Map: map[string]string{"image.repository": "my.example.com/gcr-proxy/heptio-images/ks-guestbook-demo", "image.tag": "0.1"}},
 	}}.Environ()
-	got, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root, Env: env})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("Generate = %q, %v", got, err)
-	}
-	var cm struct{ Data map[string]string }
-	if err := json.Unmarshal([]byte(got[0]), &cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := generateConfigMap(t, ts, root, env)
 	want := map[string]string{
 		"PARAM_VALUES":                           values,
 		"PARAM_VALUES_FILES_0":                   "values.yaml",
@@ -224,4 +210,18 @@ func compact(t *testing.T, s string) string {
 		t.Fatalf("not JSON: %s", s)
 	}
 	return strings.Join(strings.Fields(s), "")
+}
+
+// generateConfigMap generates over the socket and decodes the single ConfigMap the
+// example plugins print.
+func generateConfigMap(t *testing.T, ts *testServer, root string, env []string) (cm struct{ Data map[string]string }) {
+	t.Helper()
+	got, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root, Env: env})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Generate = %q, %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(got[0]), &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }

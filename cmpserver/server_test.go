@@ -392,34 +392,23 @@ func TestConcurrentGenerates(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: conc}\nspec:\n  generate:\n    command: [sh, -c, 'sleep 0.2; printf \"{\\\"kind\\\":\\\"ConfigMap\\\",\\\"metadata\\\":{\\\"name\\\":\\\"%s-%s\\\"}}\" \"$ARGOCD_APP_NAME\" \"$(cat id)\"']\n"
 	ts := startServer(t, plugin, nil)
-	var wg sync.WaitGroup
-	errs := make(chan error, 20)
-	for i := 0; i < 20; i++ {
-		root := writeTree(t, map[string]string{"id": fmt.Sprint(i)})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(ctxTimeout(t, 10*time.Second), ts.socket)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer c.Close()
-			got, err := c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: root, Env: []string{fmt.Sprintf("ARGOCD_APP_NAME=app%d", i)}})
-			want := fmt.Sprintf(`{"kind":"ConfigMap","metadata":{"name":"app%d-%d"}}`, i, i)
-			if err == nil && (len(got) != 1 || got[0] != want) {
-				err = fmt.Errorf("request %d got %q", i, got)
-			}
-			errs <- err
-		}()
+	roots := make([]string, 20)
+	for i := range roots {
+		roots[i] = writeTree(t, map[string]string{"id": fmt.Sprint(i)})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	concurrently(t, len(roots), func(i int) error {
+		c, err := client.Dial(ctxTimeout(t, 10*time.Second), ts.socket)
 		if err != nil {
-			t.Error(err)
+			return err
 		}
-	}
+		defer c.Close()
+		got, err := c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: roots[i], Env: []string{fmt.Sprintf("ARGOCD_APP_NAME=app%d", i)}})
+		want := fmt.Sprintf(`{"kind":"ConfigMap","metadata":{"name":"app%d-%d"}}`, i, i)
+		if err == nil && (len(got) != 1 || got[0] != want) {
+			err = fmt.Errorf("request %d got %q", i, got)
+		}
+		return err
+	})
 }
 
 func TestAllowConcurrencyFalseSerialises(t *testing.T) {
@@ -435,27 +424,15 @@ spec:
 `
 	ts := startServer(t, plugin, nil)
 	root := writeTree(t, map[string]string{"f": "x"})
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	for i := 0; i < 5; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c, err := client.Dial(ctxTimeout(t, 10*time.Second), ts.socket)
-			if err == nil {
-				_, err = c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: root, Env: []string{"ARGOCD_ENV_LOCK=" + lockDir}})
-				c.Close()
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	concurrently(t, 5, func(int) error {
+		c, err := client.Dial(ctxTimeout(t, 10*time.Second), ts.socket)
 		if err != nil {
-			t.Error(err)
+			return err
 		}
-	}
+		defer c.Close()
+		_, err = c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: root, Env: []string{"ARGOCD_ENV_LOCK=" + lockDir}})
+		return err
+	})
 }
 
 // keepaliveSeconds is how long the keepalive tests keep a generate silent. With the
@@ -584,4 +561,25 @@ func TestOutputCaps(t *testing.T) {
 	wantErr(t, err, "output exceeds 1000 bytes (limit --max-stdout-bytes)")
 	_, err = ts.dial(t).Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: writeTree(t, map[string]string{"quiet": ""})})
 	wantErr(t, err, "failed exit status 1: "+strings.Repeat("x", 100)+"… (4900 more bytes dropped)")
+}
+
+// concurrently runs fn(0..n-1) at the same time and reports every error.
+func concurrently(t *testing.T, n int, fn func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- fn(i)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
