@@ -36,8 +36,7 @@ func countNames(names []string, want string) int {
 func otherWebhook(t *testing.T) (url, caBundle string, calls *atomic.Int64) {
 	t.Helper()
 	dir := t.TempDir()
-	in := &harness.Injector{Bin: env.bins["cmp-injector"]}
-	if err := in.MakeCerts(dir); err != nil {
+	if err := harness.MakeCerts(env.bins["cmp-injector"], dir); err != nil {
 		t.Fatal(err)
 	}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
@@ -236,7 +235,7 @@ func TestCertificateRotation(t *testing.T) {
 	waitActive(t, ns)
 
 	newDir := filepath.Join(t.TempDir(), "new")
-	if err := in.MakeCerts(newDir); err != nil {
+	if err := harness.MakeCerts(env.bins["cmp-injector"], newDir); err != nil {
 		t.Fatal(err)
 	}
 	oldCA, _ := os.ReadFile(in.CAFile)

@@ -26,6 +26,11 @@ func metric(t *testing.T, in *harness.Injector, name string, labels ...string) f
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A misspelt or renamed metric would read as 0 before and after, and a
+	// "the webhook was not called" check would pass whatever happened.
+	if harness.Sum(m, name) == 0 {
+		t.Fatalf("the injector exports no %s sample yet; is the name right?", name)
+	}
 	return harness.Sum(m, name, labels...)
 }
 
@@ -125,6 +130,10 @@ func TestInjection(t *testing.T) {
 	}
 
 	t.Run("server-side dry-run shows the mutation, stores and counts nothing", func(t *testing.T) {
+		// A real injection first, so the counter exists and is known to move.
+		counted := loadPod(t, "repo-server-pod.yaml")
+		counted.Name = "counted"
+		createStored(t, ns, counted)
 		before := metric(t, in, metricInjected)
 		pod := loadPod(t, "repo-server-pod.yaml")
 		pod.Name = "dry"

@@ -44,7 +44,7 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 	if err := os.WriteFile(in.Catalog, catalog, 0o644); err != nil {
 		return nil, err
 	}
-	if err := in.MakeCerts(filepath.Join(dir, "tls")); err != nil {
+	if err := MakeCerts(bin, filepath.Join(dir, "tls")); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -55,9 +55,10 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 	return in, nil
 }
 
-// MakeCerts runs `cmp-injector certs` into outDir (a new CA and serving cert).
-func (in *Injector) MakeCerts(outDir string) error {
-	cmd := exec.Command(in.Bin, "certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
+// MakeCerts runs `cmp-injector certs` (bin) into outDir: a new CA and a serving
+// certificate for 127.0.0.1.
+func MakeCerts(bin, outDir string) error {
+	cmd := exec.Command(bin, "certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
 		"--ip", "127.0.0.1", "--validity", "24h", "--out-dir", outDir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cmp-injector certs: %v\n%s", err, out)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
@@ -95,11 +97,8 @@ func LoadPod(path string) (*corev1.Pod, error) {
 func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ Write([]byte) (int, error) }) (*BootedPod, string, error) {
 	owned := map[string]bool{}
 	raw := pod.Annotations[keys.StatusAnnotation]
-	var st struct {
-		Containers     []string `json:"containers"`
-		InitContainers []string `json:"initContainers"`
-	}
-	if err := yaml.Unmarshal([]byte(raw), &st); err != nil || raw == "" {
+	var st inject.Status
+	if err := json.Unmarshal([]byte(raw), &st); err != nil || raw == "" {
 		return nil, "", fmt.Errorf("pod has no readable %s annotation: %v", keys.StatusAnnotation, err)
 	}
 	for _, n := range append(st.Containers, st.InitContainers...) {
