@@ -294,6 +294,20 @@ func TestDynamicParametersErrors(t *testing.T) {
 	}
 }
 
+// TestDynamicParametersNull: a dynamic command printing null (e.g. jq on a missing
+// key) announces nothing, so the response is the static list alone, as with Argo CD.
+func TestDynamicParametersNull(t *testing.T) {
+	t.Parallel()
+	plugin := strings.Replace(discoveryPlugin, `echo '[{\"name\":\"dyn\",\"collectionType\":\"map\",\"map\":{\"a\":\"b\"}}]'`, "echo null", 1)
+	ts := startServer(t, plugin, nil)
+	root := writeTree(t, map[string]string{"data.txt": "x"})
+	ann, err := ts.dial(t).Parameters(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root})
+	want := []params.Announcement{{Name: "values-files", Title: "VALUES FILES", CollectionType: "array"}}
+	if err != nil || !reflect.DeepEqual(ann, want) {
+		t.Fatalf("Parameters = %+v, %v; want %+v", ann, err, want)
+	}
+}
+
 func TestDiscoveryRules(t *testing.T) {
 	t.Parallel()
 	root := writeTree(t, map[string]string{"app/deep/x/main.jsonnet": "", "app/Chart.yaml": "", "empty/": ""})

@@ -14,8 +14,13 @@ const maxQuoted = 256
 // array of announcements. Each entry is validated and normalised (value fields that
 // do not match its collectionType are dropped). Anything else, e.g. a JSON object,
 // is an error that quotes the start of the output so the author sees what went wrong.
+// JSON null is no announcements: Argo CD decodes the output into a slice, which
+// null leaves empty, and tools such as jq print null for a missing key.
 func ParseAnnouncements(out []byte) ([]Announcement, error) {
 	trimmed := bytes.TrimSpace(out)
+	if string(trimmed) == "null" {
+		return nil, nil
+	}
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("dynamic parameters command printed nothing; it must print a JSON array of parameter announcements")
 	}

@@ -132,6 +132,20 @@ func TestParseAnnouncements(t *testing.T) {
 	}
 }
 
+// TestParseAnnouncementsNull: Argo CD decodes the output with encoding/json into a
+// slice, so a command printing null announces nothing and the call succeeds.
+func TestParseAnnouncementsNull(t *testing.T) {
+	for _, in := range []string{"null", "null\n", " null \n"} {
+		as, err := ParseAnnouncements([]byte(in))
+		if err != nil || len(as) != 0 {
+			t.Errorf("ParseAnnouncements(%q) = %+v, %v; want no announcements and no error", in, as, err)
+		}
+	}
+	if got := Merge(nil, []Announcement{{Name: "s"}}); len(got) != 1 || got[0].Name != "s" {
+		t.Errorf("Merge(nil, static) = %+v", got)
+	}
+}
+
 func FuzzEscape(f *testing.F) {
 	for _, s := range []string{"values-files", "image.tag", "héllo", "ǅ", "ß", "ﬀ", "\xff"} {
 		f.Add(s)
