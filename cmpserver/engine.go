@@ -132,7 +132,8 @@ func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
 	case d.Find != nil && len(d.Find.Command.Command) > 0:
 		out, err := e.runner.run(ctx, "discover", d.Find.Command, ws.appDir, ws.env)
 		if err != nil {
-			return false, err
+			// Argo CD's wording, kept so the message can be searched for.
+			return false, fmt.Errorf("error running find command: %w", err)
 		}
 		return len(out) > 0, nil
 	}
@@ -149,7 +150,8 @@ func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 	if ps.Dynamic != nil && len(ps.Dynamic.Command) > 0 {
 		out, err := e.runner.run(ctx, "parameters", *ps.Dynamic, ws.appDir, ws.env)
 		if err != nil {
-			return nil, err
+			// Argo CD's wording, kept so the message can be searched for.
+			return nil, fmt.Errorf("error executing dynamic parameter output command: %w", err)
 		}
 		if dynamic, err = params.ParseAnnouncements(out); err != nil {
 			return nil, err

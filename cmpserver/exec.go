@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"go.uber.org/zap"
 
@@ -93,7 +94,8 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	err := cmd.Start()
 	if err != nil {
 		r.metrics.commandDone(phase, "start_error", time.Since(start))
-		return nil, fmt.Errorf("`%s` failed to start: %w", display, err)
+		// Argo CD returns exec's error as is; the command follows as our detail.
+		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
 	}
 	pgid := cmd.Process.Pid
 	err = cmd.Wait()
@@ -113,19 +115,7 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
 	}
 	if err != nil {
-		status := err.Error()
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			status = exitErr.ProcessState.String()
-		}
-		if why := reason(); why != "" {
-			status += " (" + why + ")"
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			return nil, fmt.Errorf("`%s` failed %s", display, status)
-		}
-		return nil, fmt.Errorf("`%s` failed %s: %s", display, status, msg)
+		return nil, commandError(display, err, cmd.ProcessState, reason(), strings.TrimSpace(stderr.String()))
 	}
 	if stderr.buf.Len() > 0 {
 		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
@@ -172,15 +162,54 @@ func exitLabel(ps *os.ProcessState) string {
 	return strconv.Itoa(ps.ExitCode())
 }
 
-// formatArgv renders argv for messages, quoting arguments a shell would split.
+// argoKilled is how Argo CD's message reads for a command stopped at the
+// deadline: it SIGKILLs the command at once.
+const argoKilled = "signal: killed"
+
+// commandError words a failed command as argocd-cmp-server does, because users
+// search for these texts: "`<argv>` failed <status>[: <stderr>]". Our own detail,
+// if any, comes after Argo CD's text in parentheses. stopped says why the command
+// was stopped ("" if it ended on its own); Argo CD would report any such stop as
+// "signal: killed", so that is the status we give, followed by how the command
+// really ended (we send SIGTERM first, so it is usually "signal: terminated").
+func commandError(display string, err error, ps *os.ProcessState, stopped, stderr string) error {
+	status := err.Error() // for an *exec.ExitError, the ProcessState text
+	detail := ""
+	if stopped != "" {
+		ended := status
+		if ps != nil {
+			ended = ps.String()
+		}
+		status, detail = argoKilled, stopped
+		if ended != argoKilled {
+			detail += "; the command ended with " + ended
+		}
+	}
+	msg := fmt.Sprintf("`%s` failed %s", display, status)
+	if stderr != "" {
+		msg += ": " + stderr
+	}
+	if detail != "" {
+		msg += " (" + detail + ")"
+	}
+	return errors.New(msg)
+}
+
+// formatArgv renders argv the way argocd-cmp-server prints a command in its
+// messages, so that ours read the same: an empty argument is shown as "", one
+// containing white space is Go-quoted (strconv.Quote), anything else is shown as
+// is. The result is for reading and searching, not for pasting into a shell.
 func formatArgv(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}();&|<>#~") {
+		switch {
+		case a == "":
+			out[i] = `""`
+		case strings.IndexFunc(a, unicode.IsSpace) >= 0:
+			out[i] = strconv.Quote(a)
+		default:
 			out[i] = a
-			continue
 		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
 }

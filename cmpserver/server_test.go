@@ -272,7 +272,7 @@ func TestCommandErrorsCarryStderr(t *testing.T) {
 	ts := startServer(t, plugin, nil)
 	root := writeTree(t, map[string]string{"data.txt": "x"})
 	_, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root})
-	wantErr(t, err, "desc = error generating manifests: `sh -c '")
+	wantErr(t, err, "desc = error generating manifests: `sh -c \"echo 'secret=no; it broke' >&2; exit 3\\ntest -f .init-marker")
 	wantErr(t, err, "` failed exit status 3: secret=no; it broke")
 }
 
@@ -329,7 +329,7 @@ func TestDiscoveryRules(t *testing.T) {
 		{"    fileName: \"nothing\"\n    find: {glob: \"**\"}", "app", false, ""}, // only the first rule
 		{"    find: {command: [sh, -c, \"ls Chart.yaml\"]}", "app", true, ""},
 		{"    find: {command: [sh, -c, \"echo\"]}", "app", false, ""}, // a lone newline is empty
-		{"    find: {command: [sh, -c, \"exit 1\"]}", "app", false, "match repository error: `sh -c 'exit 1'` failed exit status 1"},
+		{"    find: {command: [sh, -c, \"exit 1\"]}", "app", false, "match repository error: error running find command: `sh -c \"exit 1\"` failed exit status 1"},
 	} {
 		ts := startServer(t, base+tc.discover+"\n", nil)
 		m, err := ts.dial(t).Match(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root, AppRelPath: tc.app})
@@ -399,7 +399,7 @@ func TestCommandTimeoutFlag(t *testing.T) {
 	})
 	root := writeTree(t, map[string]string{"f": "x"})
 	_, err := ts.dial(t).Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: root})
-	wantErr(t, err, "`sleep 60` failed signal: terminated (killed after the command timeout of 500ms)")
+	wantErr(t, err, "error generating manifests: `sleep 60` failed signal: killed (killed after the command timeout of 500ms; the command ended with signal: terminated)")
 }
 
 func TestConcurrentGenerates(t *testing.T) {
