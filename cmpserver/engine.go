@@ -23,13 +23,15 @@ type Engine struct {
 	limits  Limits
 	workDir string
 	runner  *runner
-	log     *zap.Logger
+	// logEnv is added to the sidecar's env for every command (see logEnv).
+	logEnv []string
+	log    *zap.Logger
 	// serial holds one token when allowConcurrency is false.
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, log *zap.Logger, m *Metrics) *Engine {
-	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), log: log}
+func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, logEnv []string, log *zap.Logger, m *Metrics) *Engine {
+	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), logEnv: logEnv, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
 	}
@@ -67,7 +69,7 @@ func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspac
 	if err := os.Mkdir(ws.root, 0o755); err != nil {
 		return nil, fmt.Errorf("error creating repository dir: %w", err)
 	}
-	env, err := commandEnv(os.Environ(), repo.meta.GetEnv())
+	env, err := commandEnv(append(os.Environ(), e.logEnv...), repo.meta.GetEnv())
 	if err != nil {
 		return nil, err
 	}

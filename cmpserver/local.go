@@ -24,6 +24,9 @@ type LocalRequest struct {
 	Limits Limits      // DefaultLimits when zero
 	Exec   ExecOptions // DefaultExecOptions when zero
 	Logger *zap.Logger
+	// LogLevel and LogFormat are exported to the commands as a sidecar's server
+	// exports its own (see Options.LogLevel).
+	LogLevel, LogFormat string
 }
 
 // LocalGenerate runs init and generate and returns one JSON string per object.
@@ -62,6 +65,9 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if err := req.Plugin.Validate(); err != nil {
 		return err
 	}
+	if err := normalizeLogSettings(&req.LogLevel, &req.LogFormat); err != nil {
+		return err
+	}
 	workDir, err := os.MkdirTemp("", "cmp-local-")
 	if err != nil {
 		return err
@@ -79,7 +85,7 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if appRel == "" {
 		appRel = "."
 	}
-	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, opts.Logger, NewMetrics())
+	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, logEnv(req.LogLevel, req.LogFormat), opts.Logger, NewMetrics())
 	dir, err := e.newRequestDir()
 	if err != nil {
 		return err

@@ -41,6 +41,11 @@ type Options struct {
 	// MetricsAddr, if set, serves /healthz, /readyz and /metrics over HTTP.
 	MetricsAddr string
 	Logger      *zap.Logger
+	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
+	// names, any case; "" takes its defaults info and json). Every command sees
+	// them as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as Argo CD exports
+	// them (see NormalizeLogLevel). They do not configure Logger.
+	LogLevel, LogFormat string
 }
 
 func (o *Options) defaults() {
@@ -86,6 +91,9 @@ func New(opts Options) (*Server, error) {
 	if err := opts.Plugin.Validate(); err != nil {
 		return nil, err
 	}
+	if err := normalizeLogSettings(&opts.LogLevel, &opts.LogFormat); err != nil {
+		return nil, err
+	}
 	if opts.SocketDir == "" || opts.WorkDir == "" {
 		return nil, errors.New("socket dir and work dir are required")
 	}
@@ -93,7 +101,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: NewMetrics()}
-	s.engine = newEngine(opts.Plugin, opts.Limits, opts.WorkDir, opts.Exec, s.log, s.metrics)
+	s.engine = newEngine(opts.Plugin, opts.Limits, opts.WorkDir, opts.Exec, logEnv(opts.LogLevel, opts.LogFormat), s.log, s.metrics)
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),

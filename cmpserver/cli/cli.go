@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
@@ -92,22 +93,30 @@ func envDefault(name, def string) string {
 	return def
 }
 
-// newLogger builds a zap logger writing JSON (or console text) to stderr.
-func newLogger(level, format string, stderr io.Writer) (*zap.Logger, error) {
-	lvl, err := zapcore.ParseLevel(level)
-	if err != nil {
+// zapLevels maps Argo CD's level names (as cmpserver.NormalizeLogLevel returns
+// them) to zap's; zap has no trace, so trace logs what debug logs.
+var zapLevels = map[string]zapcore.Level{
+	"trace": zapcore.DebugLevel, "debug": zapcore.DebugLevel, "info": zapcore.InfoLevel,
+	"warning": zapcore.WarnLevel, "error": zapcore.ErrorLevel, "fatal": zapcore.FatalLevel, "panic": zapcore.PanicLevel,
+}
+
+// newLogger builds a zap logger writing JSON (or console text) to stderr. It
+// accepts what argocd-cmp-server accepts, so existing sidecar args keep working,
+// and rewrites level and format in Argo CD's spelling (e.g. WARN → warning, an
+// empty format → text), which is what the plugin's commands are then given.
+func newLogger(level, format *string, stderr io.Writer) (*zap.Logger, error) {
+	var err error
+	if *level, err = cmpserver.NormalizeLogLevel(*level); err != nil {
 		return nil, fmt.Errorf("--loglevel: %w", err)
+	}
+	if *format, err = cmpserver.NormalizeLogFormat(*format); err != nil {
+		return nil, fmt.Errorf("--logformat: %w", err)
 	}
 	cfg := zap.NewProductionEncoderConfig()
 	cfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	var enc zapcore.Encoder
-	switch format {
-	case "json":
-		enc = zapcore.NewJSONEncoder(cfg)
-	case "text":
+	enc := zapcore.NewJSONEncoder(cfg)
+	if *format == "text" {
 		enc = zapcore.NewConsoleEncoder(cfg)
-	default:
-		return nil, fmt.Errorf("--logformat must be json or text, not %q", format)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), lvl)), nil
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), zapLevels[*level])), nil
 }

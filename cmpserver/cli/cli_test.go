@@ -286,3 +286,66 @@ func TestUnknownCommand(t *testing.T) {
 		t.Errorf("code %d: %s", code, stderr.String())
 	}
 }
+
+const logEnvPlugin = `kind: ConfigManagementPlugin
+metadata: {name: logenv}
+spec:
+  generate:
+    command: [sh, -c]
+    args:
+    - |
+      printf 'kind: ConfigMap\ndata: {level: "%s", format: "%s"}\n' "$ARGOCD_LOG_LEVEL" "$ARGOCD_LOG_FORMAT"
+`
+
+// TestLogFlagsReachCommands: --loglevel and --logformat accept what
+// argocd-cmp-server accepts (logrus level names such as trace and WARN) and reach
+// the plugin's commands as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as
+// Argo CD exports them, both when serving and with run.
+func TestLogFlagsReachCommands(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, logEnvPlugin)
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String()
+	}
+	want := func(level, format string) string {
+		return "data:\n  format: " + format + "\n  level: " + level + "\nkind: ConfigMap\n"
+	}
+	plugin := filepath.Join(configDir, "plugin.yaml")
+	if got := run(nil, "run", "generate", "--config", plugin, "--app-dir", repo, "--loglevel", "trace", "--logformat", "TEXT"); got != want("trace", "text") {
+		t.Errorf("run --loglevel trace --logformat TEXT:\n%s", got)
+	}
+	// An empty --logformat is text in Argo CD, for the logs and the commands alike.
+	if got := run(nil, "run", "generate", "--config", plugin, "--app-dir", repo, "--logformat="); got != want("info", "text") {
+		t.Errorf("run --logformat=:\n%s", got)
+	}
+	// Argo CD's env defaults for the flags work the same way.
+	if got := run([]string{"ARGOCD_CMP_SERVER_LOGLEVEL=WARN"}, "run", "generate", "--config", plugin, "--app-dir", repo); got != want("warning", "json") {
+		t.Errorf("run with ARGOCD_CMP_SERVER_LOGLEVEL=WARN:\n%s", got)
+	}
+
+	socket := filepath.Join(socketDir, "logenv.sock")
+	srv := exec.Command(binary, "--loglevel", "Warning", "--logformat", "text", "--config-dir-path", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		_ = srv.Wait()
+	})
+	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	if got := run(nil, "call", "--socket", socket, "generate", "--app-dir", repo); got != want("warning", "text") {
+		t.Errorf("serve --loglevel Warning --logformat text:\n%s", got)
+	}
+}

@@ -115,7 +115,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, stderr, err)
 	}
-	log, err := newLogger(*level, *format, stderr)
+	log, err := newLogger(level, format, stderr)
 	if err != nil {
 		return usageError(fs, stderr, err)
 	}
@@ -134,6 +134,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	noZeroLimits(&req.Limits)
 	req.Plugin, req.RepoRoot, req.AppRelPath, req.Env, req.Logger = plugin, root, appRel, env, log
+	req.LogLevel, req.LogFormat = *level, *format
 	var out any
 	switch action {
 	case "generate":

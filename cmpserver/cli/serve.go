@@ -54,9 +54,10 @@ func noZeroLimits(l *cmpserver.Limits) {
 }
 
 // logFlags registers --loglevel and --logformat with Argo CD's env defaults.
+// Commands see both as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT.
 func logFlags(fs *flag.FlagSet) (level, format *string) {
-	level = fs.String("loglevel", envDefault(keys.EnvCMPServerLogLevel, "info"), "log level: debug, info, warn or error (env "+keys.EnvCMPServerLogLevel+")")
-	format = fs.String("logformat", envDefault(keys.EnvCMPServerLogFormat, "json"), "log format: json or text (env "+keys.EnvCMPServerLogFormat+")")
+	level = fs.String("loglevel", envDefault(keys.EnvCMPServerLogLevel, "info"), "log level: trace, debug, info, warn, error, fatal or panic; commands see it as "+keys.EnvLogLevel+" (env "+keys.EnvCMPServerLogLevel+")")
+	format = fs.String("logformat", envDefault(keys.EnvCMPServerLogFormat, "json"), "log format: json or text; commands see it as "+keys.EnvLogFormat+" (env "+keys.EnvCMPServerLogFormat+")")
 	return level, format
 }
 
@@ -94,7 +95,7 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	log, err := newLogger(*level, *format, stderr)
+	log, err := newLogger(level, format, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -118,6 +119,7 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
 	opts.MaxMsgSize = *maxMsgMB << 20
 	opts.Logger = log
+	opts.LogLevel, opts.LogFormat = *level, *format
 	srv, err := cmpserver.New(opts)
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))

@@ -73,4 +73,9 @@ const (
 	EnvCMPServerLogFormat = "ARGOCD_CMP_SERVER_LOGFORMAT"
 	// EnvPluginEnvPrefix starts each spec.source.plugin.env entry in a plugin's env.
 	EnvPluginEnvPrefix = "ARGOCD_ENV_"
+	// EnvLogLevel and EnvLogFormat carry the plugin server's own log level (logrus
+	// names: trace … panic, "warning" not "warn") and format ("json" or "text") into
+	// every plugin command's env; argocd-cmp-server sets them in its own env.
+	EnvLogLevel  = "ARGOCD_LOG_LEVEL"
+	EnvLogFormat = "ARGOCD_LOG_FORMAT"
 )
