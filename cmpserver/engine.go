@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -41,18 +43,37 @@ func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecO
 // workspace is one request's unpacked repository and command environment.
 type workspace struct {
 	dir    string // request dir, removed by cleanup
-	root   string // repository root
+	root   string // repository root: the request dir itself, as in Argo CD
 	appDir string
 	env    []string
 }
 
-// newRequestDir creates a private directory for one request.
+// newRequestDir creates the directory of one request: <work dir>/<random UUID>,
+// mode 0755 (the work dir itself is 0700), which is where argocd-cmp-server
+// unpacks a request. Plugins see it as (the parent of) their working directory,
+// so the shape is kept.
 func (e *Engine) newRequestDir() (string, error) {
-	dir, err := os.MkdirTemp(e.workDir, "req-")
-	if err != nil {
-		return "", fmt.Errorf("error creating request dir: %w", err)
+	for range 3 {
+		dir := filepath.Join(e.workDir, newUUID())
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("error creating request dir: %w", err)
+		}
 	}
-	return dir, nil
+	return "", errors.New("error creating request dir: random names keep colliding")
+}
+
+// newUUID returns a random (version 4) UUID in its usual text form.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail on Linux
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 func (e *Engine) cleanup(ws *workspace) {
@@ -61,14 +82,26 @@ func (e *Engine) cleanup(ws *workspace) {
 	}
 }
 
-// unpack extracts the received tarball (when extract is set) and resolves the app
-// dir and command env. The tarball file is removed either way.
+// unpack extracts the received tarball (when extract is set) into the request dir
+// itself, as Argo CD does, and resolves the app dir and command env. The tarball
+// may lie in that same dir (receiveRepo puts it where Argo CD does), so it is
+// opened and then unlinked before anything is extracted: no repository entry can
+// collide with it, and commands never see it.
 func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspace, error) {
-	defer os.Remove(repo.path)
-	ws := &workspace{dir: dir, root: filepath.Join(dir, "repo")}
-	if err := os.Mkdir(ws.root, 0o755); err != nil {
-		return nil, fmt.Errorf("error creating repository dir: %w", err)
+	var tgz *os.File
+	if extract {
+		f, err := os.Open(repo.path)
+		if err != nil {
+			os.Remove(repo.path)
+			return nil, err
+		}
+		defer f.Close()
+		tgz = f
 	}
+	if err := os.Remove(repo.path); err != nil {
+		return nil, fmt.Errorf("error removing the repository tarball: %w", err)
+	}
+	ws := &workspace{dir: dir, root: dir}
 	env, err := commandEnv(append(os.Environ(), e.logEnv...), repo.meta.GetEnv())
 	if err != nil {
 		return nil, err
@@ -81,12 +114,7 @@ func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspac
 	if !extract {
 		return ws, nil
 	}
-	f, err := os.Open(repo.path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if err := extractTgz(f, ws.root, e.limits, e.plugin.Spec.PreserveFileMode); err != nil {
+	if err := extractTgz(tgz, ws.root, e.limits, e.plugin.Spec.PreserveFileMode); err != nil {
 		return nil, err
 	}
 	fi, err := os.Stat(ws.appDir)

@@ -26,7 +26,8 @@ type receivedRepo struct {
 }
 
 // receiveRepo reads the metadata message and then every file chunk into a temp
-// file in dir, hashing as it goes. The error strings of Argo CD's server are kept
+// file in dir (the request dir, named like Argo CD's: os.CreateTemp with no
+// pattern), hashing as it goes. The error strings of Argo CD's server are kept
 // where they exist, since users search for them.
 func receiveRepo(stream appStream, dir string, maxCompressed int64) (*receivedRepo, error) {
 	ctx := stream.Context()
@@ -41,7 +42,7 @@ func receiveRepo(stream appStream, dir string, maxCompressed int64) (*receivedRe
 	if meta == nil {
 		return nil, errors.New("error getting stream metadata: metadata is nil")
 	}
-	f, err := os.CreateTemp(dir, "repo-*.tgz")
+	f, err := os.CreateTemp(dir, "")
 	if err != nil {
 		return nil, fmt.Errorf("error creating temp file: %w", err)
 	}
