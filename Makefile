@@ -31,7 +31,8 @@ static-check: build
 	    echo "$$b is dynamically linked"; exit 1; fi; \
 	  echo "$$b: static"; done
 
-## tools: pinned helm, protoc plugins, etcd and kube-apiserver into bin/ (cached outside the clone)
+## tools: pinned helm, kustomize, protoc plugins, etcd, kube-apiserver and
+## kube-controller-manager, Argo CD and Redis into bin/ (cached outside the clone)
 tools:
 	hack/tools.sh
 
@@ -62,11 +63,14 @@ chart:
 unit:
 	PATH="$(BIN):$$PATH" go test -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
 
-## e2e: real etcd + kube-apiserver + injector + plugin servers on loopback, on
-## every pinned Kubernetes version (E2E_APISERVERS lists their bin/ names)
+## e2e: real etcd + kube-apiserver + kube-controller-manager, helm, the injector,
+## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
+## Kubernetes version (E2E_APISERVERS lists their bin/ names)
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
+E2E_TOOLS := etcd helm kustomize redis-server argocd repoclient argocd-v2 repoclient-v2 \
+	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
-	hack/tools.sh etcd helm $(E2E_APISERVERS)
+	hack/tools.sh $(E2E_TOOLS)
 	@for kas in $(E2E_APISERVERS); do \
 	  echo "== end-to-end suite on $$kas"; \
 	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v ./test/e2e/... || exit 1; \

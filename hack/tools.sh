@@ -7,7 +7,9 @@
 # missing cache entry is simply rebuilt.
 #
 # Usage: hack/tools.sh [tool...]   (default: every tool)
-# Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver kube-apiserver-1.32 benchstat
+# Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
+#        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
+#        argocd repoclient argocd-v2 repoclient-v2 redis-server benchstat
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,24 +26,34 @@ KUBE_VERSION=v1.34.4
 KUBE_PREV_VERSION=v1.32.13
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 KUSTOMIZE_VERSION=v5.8.2
+# Argo CD releases whose repo-server the end-to-end suite renders through: the
+# newest v3 (CheckPluginConfiguration first) and the newest v2.12 the proxy serves
+# (the MatchRepository-first generation). v3.6 needs the go1.27 toolchain, which
+# the Go module proxy serves as golang.org/toolchain.
+ARGOCD_VERSION=v3.6.1
+ARGOCD_GO=go1.27.4
+ARGOCD_V2_VERSION=v2.12.13
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 
 # link NAME DIR: point bin/NAME at DIR/NAME.
 link() { ln -sfn "$2/$1" "$BIN/$1"; }
 
-# cached NAME VERSION BUILD-FUNCTION: run the build into the cache dir unless the
-# binary is already there; the build writes to a temp dir first so an interrupted
-# build never leaves a half-written binary that a later run would trust.
+# cached NAME VERSION BUILD-FUNCTION [FILE...]: run the build into the cache dir
+# unless the binary (and every FILE the build also installs) is already there; the
+# build writes to a temp dir first so an interrupted build never leaves a
+# half-written binary that a later run would trust.
 cached() {
-  local name=$1 version=$2 build=$3 dir="$CACHE/$1-$2"
-  if [ ! -x "$dir/$name" ]; then
+  local name=$1 version=$2 build=$3 dir="$CACHE/$1-$2" f missing=""
+  shift 3
+  for f in "$name" "$@"; do [ -x "$dir/$f" ] || missing=1; done
+  if [ -n "$missing" ]; then
     log "building $name $version into $dir"
     local tmp
     tmp=$(mktemp -d "$CACHE/.$name-XXXXXX")
     "$build" "$tmp" "$version"
     mkdir -p "$dir"
-    mv "$tmp/$name" "$dir/$name"
+    for f in "$name" "$@"; do mv "$tmp/$f" "$dir/$f"; done
     rm -rf "$tmp"
   fi
   link "$name" "$dir"
@@ -75,28 +87,89 @@ build_kube_apiserver_from() {
   (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" k8s.io/kubernetes/cmd/kube-apiserver)
 }
 
-# protoc comes from Debian: the Go module proxy does not serve it.
-install_protoc() {
-  if ! command -v protoc >/dev/null 2>&1 || [ ! -f /usr/include/google/protobuf/empty.proto ]; then
-    log "installing Debian protobuf-compiler"
-    if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
-    else
-      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
-    fi
+build_kube_controller_manager() { build_kcm_from "$ROOT/test/e2e/tools/kube-apiserver" "$1/kube-controller-manager" "$2"; }
+build_kube_controller_manager_prev() { build_kcm_from "$ROOT/test/e2e/tools/kube-apiserver-1.32" "$1/kube-controller-manager-1.32" "$2"; }
+build_kcm_from() {
+  local mod=$1 out=$2 v=$3 minor
+  minor=$(echo "$v" | cut -d. -f2)
+  local ldf="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" k8s.io/kubernetes/cmd/kube-controller-manager)
+}
+
+# Argo CD's multi-call binary and repoclient (our caller of its repo-server API)
+# from test/e2e/tools/argocd (v3) and test/e2e/tools/argocd-v2. repoclient has one
+# source: the v2 build reads it through a -overlay that rewrites the import path.
+argocd_ldflags() {
+  echo "-s -w -X github.com/argoproj/argo-cd/$1/common.version=${2#v} -X github.com/argoproj/argo-cd/$1/common.gitTreeState=clean"
+}
+# Argo CD's image also ships these scripts of its module's hack/ next to the
+# binary; the repo-server runs git-verify-wrapper.sh for every generation (v3.6).
+ARGOCD_IMAGE_SCRIPTS="git-verify-wrapper.sh gpg-wrapper.sh"
+build_argocd() {
+  (cd "$ROOT/test/e2e/tools/argocd" && GOTOOLCHAIN=$ARGOCD_GO go build -trimpath \
+    -ldflags "$(argocd_ldflags v3 "$2")" -o "$1/argocd" github.com/argoproj/argo-cd/v3/cmd &&
+    argocd_scripts "$1" github.com/argoproj/argo-cd/v3 "$ARGOCD_GO")
+}
+build_argocd_v2() {
+  (cd "$ROOT/test/e2e/tools/argocd-v2" && go build -trimpath \
+    -ldflags "$(argocd_ldflags v2 "$2")" -o "$1/argocd-v2" github.com/argoproj/argo-cd/v2/cmd &&
+    argocd_scripts "$1" github.com/argoproj/argo-cd/v2 local)
+}
+argocd_scripts() {
+  local src f
+  src=$(GOTOOLCHAIN=$3 go list -m -f '{{.Dir}}' "$2")
+  for f in $ARGOCD_IMAGE_SCRIPTS; do install -m 0755 "$src/hack/$f" "$1/$f"; done
+}
+build_repoclient() {
+  (cd "$ROOT/test/e2e/tools/argocd" && GOTOOLCHAIN=$ARGOCD_GO go build -trimpath -o "$1/repoclient" ./repoclient)
+}
+build_repoclient_v2() {
+  local mod="$ROOT/test/e2e/tools/argocd-v2" tmp
+  tmp=$(mktemp -d)
+  sed 's#github.com/argoproj/argo-cd/v3/#github.com/argoproj/argo-cd/v2/#' \
+    "$ROOT/test/e2e/tools/argocd/repoclient/main.go" >"$tmp/main.go"
+  printf '{"Replace":{"%s":"%s"}}\n' "$mod/repoclient/main.go" "$tmp/main.go" >"$tmp/overlay.json"
+  (cd "$mod" && go build -trimpath -overlay "$tmp/overlay.json" -o "$1/repoclient-v2" ./repoclient)
+  rm -rf "$tmp"
+}
+# repoclient's cache key includes its source's hash, so an edit rebuilds it.
+repoclient_version() {
+  echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/repoclient/main.go" | cut -c1-12)"
+}
+
+# apt_install CMD PACKAGE [FILE]: Debian packages for what the Go module proxy
+# does not serve.
+apt_install() {
+  if ! command -v "$1" >/dev/null 2>&1 || { [ -n "${3:-}" ] && [ ! -f "$3" ]; }; then
+    log "installing Debian $2"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
   fi
-  ln -sfn "$(command -v protoc)" "$BIN/protoc"
+  ln -sfn "$(command -v "$1")" "$BIN/$1"
 }
 
 one() {
   case $1 in
   helm) cached helm "$HELM_VERSION" build_helm ;;
-  protoc) install_protoc ;;
+  protoc) apt_install protoc protobuf-compiler /usr/include/google/protobuf/empty.proto ;;
+  redis-server) apt_install redis-server redis-server ;;
   protoc-gen-go) cached protoc-gen-go "$PROTOC_GEN_GO_VERSION" build_protoc_gen_go ;;
   protoc-gen-go-grpc) cached protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" build_protoc_gen_go_grpc ;;
   etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
   kube-apiserver) cached kube-apiserver "$KUBE_VERSION" build_kube_apiserver ;;
   kube-apiserver-1.32) cached kube-apiserver-1.32 "$KUBE_PREV_VERSION" build_kube_apiserver_prev ;;
+  kube-controller-manager) cached kube-controller-manager "$KUBE_VERSION" build_kube_controller_manager ;;
+  kube-controller-manager-1.32) cached kube-controller-manager-1.32 "$KUBE_PREV_VERSION" build_kube_controller_manager_prev ;;
+  # shellcheck disable=SC2086
+  argocd) cached argocd "$ARGOCD_VERSION" build_argocd $ARGOCD_IMAGE_SCRIPTS ;;
+  # shellcheck disable=SC2086
+  argocd-v2) cached argocd-v2 "$ARGOCD_V2_VERSION" build_argocd_v2 $ARGOCD_IMAGE_SCRIPTS ;;
+  repoclient) cached repoclient "$(repoclient_version "$ARGOCD_VERSION")" build_repoclient ;;
+  repoclient-v2) cached repoclient-v2 "$(repoclient_version "$ARGOCD_V2_VERSION")" build_repoclient_v2 ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   *) log "unknown tool $1"; exit 2 ;;
@@ -104,6 +177,8 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd kube-apiserver kube-apiserver-1.32
+  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd \
+    kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
+    argocd repoclient argocd-v2 repoclient-v2 redis-server
 fi
 for t in "$@"; do one "$t"; done

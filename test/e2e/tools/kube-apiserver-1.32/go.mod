@@ -1,6 +1,12 @@
 // Separate module so the project's own go.mod never requires k8s.io/kubernetes.
-// The stubs stand in for staging modules the Go module proxy does not serve at this
-// version; kube-apiserver imports none of them.
+// It builds kube-apiserver and kube-controller-manager v1.32.13.
+//
+// The Go module proxy does not serve every v0.32.13 staging module. The ones
+// kube-controller-manager imports are taken at the nearest patch release the proxy
+// does serve (staging APIs do not change within a minor release):
+// kube-controller-manager and endpointslice v0.32.4, csi-translation-lib v0.32.11,
+// cri-client and kube-scheduler v0.32.10. The stubs stand in for the rest, which
+// neither binary imports.
 module github.com/cmp-injector/cmp-injector/test/e2e/tools/kube-apiserver-1.32
 
 go 1.23.0
@@ -12,6 +18,8 @@ require k8s.io/kubernetes v1.32.13
 require (
 	cel.dev/expr v0.18.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20230124172434-306776ec8161 // indirect
+	github.com/JeffAshton/win_pdh v0.0.0-20161109143554-76bb4ee9f0ab // indirect
+	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.0 // indirect
 	github.com/asaskevich/govalidator v0.0.0-20190424111038-f61b66f89f4a // indirect
@@ -19,12 +27,20 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/container-storage-interface/spec v1.9.0 // indirect
+	github.com/containerd/containerd/api v1.7.19 // indirect
+	github.com/containerd/errdefs v0.1.0 // indirect
+	github.com/containerd/log v0.1.0 // indirect
+	github.com/containerd/ttrpc v1.2.5 // indirect
 	github.com/coreos/go-oidc v2.2.1+incompatible // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
+	github.com/cyphar/filepath-securejoin v0.3.4 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/distribution/reference v0.6.0 // indirect
+	github.com/docker/go-units v0.5.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.11.0 // indirect
+	github.com/euank/go-kmsg-parser v2.0.0+incompatible // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.7.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.7.0 // indirect
@@ -34,9 +50,11 @@ require (
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
+	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/btree v1.0.1 // indirect
+	github.com/google/cadvisor v0.51.0 // indirect
 	github.com/google/cel-go v0.22.0 // indirect
 	github.com/google/gnostic-models v0.6.8 // indirect
 	github.com/google/go-cmp v0.6.0 // indirect
@@ -48,16 +66,22 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/karrick/godirwalk v1.17.0 // indirect
+	github.com/libopenstorage/openstorage v1.0.0 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
+	github.com/mistifyio/go-zfs v2.1.2-0.20190413222219-f784269be439+incompatible // indirect
 	github.com/moby/spdystream v0.5.0 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/moby/term v0.5.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.2 // indirect
+	github.com/mohae/deepcopy v0.0.0-20170929034955-c48cc78d4826 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/opencontainers/runc v1.2.1 // indirect
+	github.com/opencontainers/runtime-spec v1.2.0 // indirect
 	github.com/opencontainers/selinux v1.11.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
@@ -66,6 +90,7 @@ require (
 	github.com/prometheus/common v0.55.0 // indirect
 	github.com/prometheus/procfs v0.15.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/spf13/cobra v1.8.1 // indirect
 	github.com/spf13/pflag v1.0.5 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
@@ -108,18 +133,26 @@ require (
 	k8s.io/apimachinery v0.32.13 // indirect
 	k8s.io/apiserver v0.32.13 // indirect
 	k8s.io/client-go v0.32.13 // indirect
-	k8s.io/cloud-provider v0.0.0 // indirect
+	k8s.io/cloud-provider v0.32.4 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-base v0.32.13 // indirect
 	k8s.io/component-helpers v0.32.13 // indirect
 	k8s.io/controller-manager v0.32.13 // indirect
+	k8s.io/cri-api v0.32.13 // indirect
+	k8s.io/cri-client v0.0.0 // indirect
+	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
+	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kms v0.32.13 // indirect
 	k8s.io/kube-aggregator v0.0.0 // indirect
+	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20241105132330-32ad38e42d3f // indirect
+	k8s.io/kube-scheduler v0.0.0 // indirect
+	k8s.io/kubectl v0.0.0 // indirect
 	k8s.io/kubelet v0.32.13 // indirect
+	k8s.io/metrics v0.32.13 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
@@ -143,16 +176,16 @@ replace (
 	k8s.io/component-helpers => k8s.io/component-helpers v0.32.13
 	k8s.io/controller-manager => k8s.io/controller-manager v0.32.13
 	k8s.io/cri-api => k8s.io/cri-api v0.32.13
-	k8s.io/cri-client => ./stubs/cri-client
-	k8s.io/csi-translation-lib => ./stubs/csi-translation-lib
+	k8s.io/cri-client => k8s.io/cri-client v0.32.10
+	k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.32.11
 	k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.32.13
-	k8s.io/endpointslice => k8s.io/endpointslice v0.32.13
+	k8s.io/endpointslice => k8s.io/endpointslice v0.32.4
 	k8s.io/externaljwt => k8s.io/externaljwt v0.32.13
 	k8s.io/kms => k8s.io/kms v0.32.13
 	k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.32.13
-	k8s.io/kube-controller-manager => ./stubs/kube-controller-manager
+	k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.32.4
 	k8s.io/kube-proxy => ./stubs/kube-proxy
-	k8s.io/kube-scheduler => ./stubs/kube-scheduler
+	k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.32.10
 	k8s.io/kubectl => k8s.io/kubectl v0.32.13
 	k8s.io/kubelet => k8s.io/kubelet v0.32.13
 	k8s.io/metrics => k8s.io/metrics v0.32.13

@@ -1,6 +1,10 @@
 //go:build tools
 
-// Package tools pins kube-apiserver 1.32 for the end-to-end tests.
+// Package tools pins kube-apiserver and kube-controller-manager (the same
+// Kubernetes release) for the end-to-end tests.
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)

@@ -1,3 +1,0 @@
-module k8s.io/kube-scheduler
-
-go 1.23.0
