@@ -82,6 +82,12 @@ func run(m *testing.M) int {
 	if code != 0 {
 		dumpLog()
 	}
+	// E2E_PROCESS_LOG keeps every process's whole output for a closer look.
+	if dst := os.Getenv("E2E_PROCESS_LOG"); dst != "" {
+		if b, err := os.ReadFile(env.logFile.Name()); err == nil {
+			_ = os.WriteFile(dst, b, 0o644)
+		}
+	}
 	fmt.Printf("e2e: total %s\n", time.Since(start).Round(time.Millisecond))
 	return code
 }

@@ -7,13 +7,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Client is a small REST client for the handful of calls the tests make; the
-// project does not depend on client-go.
+// project does not depend on client-go. It is also the kubelet's view of the
+// apiserver when a pod is booted (BootOptions.Objects).
 type Client struct {
 	base  string
 	token string
@@ -36,7 +39,16 @@ type APIError struct {
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, e.Reason, e.Message) }
 
 // Do sends a JSON request and decodes a JSON answer into out (when non-nil).
+// PATCH bodies are merge patches.
 func (c *Client) Do(method, path string, query url.Values, in, out any) error {
+	ct := "application/json"
+	if method == http.MethodPatch {
+		ct = "application/merge-patch+json"
+	}
+	return c.do(method, path, query, in, out, ct)
+}
+
+func (c *Client) do(method, path string, query url.Values, in, out any, contentType string) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -56,11 +68,7 @@ func (c *Client) Do(method, path string, query url.Values, in, out any) error {
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
 	if in != nil {
-		ct := "application/json"
-		if method == http.MethodPatch {
-			ct = "application/merge-patch+json"
-		}
-		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -164,4 +172,77 @@ func asAPIError(err error, target **APIError) bool {
 		*target = e
 	}
 	return ok
+}
+
+// ConfigMapData reads a ConfigMap's data; found is false when it does not exist.
+func (c *Client) ConfigMapData(ns, name string) (map[string]string, bool, error) {
+	var cm corev1.ConfigMap
+	err := c.Get("/api/v1/namespaces/"+ns+"/configmaps/"+name, &cm)
+	var apiErr *APIError
+	if asAPIError(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return cm.Data, true, nil
+}
+
+// SecretData reads a Secret's data; found is false when it does not exist.
+func (c *Client) SecretData(ns, name string) (map[string][]byte, bool, error) {
+	var s corev1.Secret
+	err := c.Get("/api/v1/namespaces/"+ns+"/secrets/"+name, &s)
+	var apiErr *APIError
+	if asAPIError(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s.Data, true, nil
+}
+
+// MergePatch applies an RFC 7386 merge patch (kubectl patch --type merge).
+func (c *Client) MergePatch(path string, patch []byte) error {
+	return c.Do(http.MethodPatch, path, nil, json.RawMessage(patch), nil)
+}
+
+// StrategicPatch applies a strategic merge patch (kubectl patch's default):
+// lists such as containers merge by name.
+func (c *Client) StrategicPatch(path string, patch []byte) error {
+	return c.do(http.MethodPatch, path, nil, json.RawMessage(patch), nil, "application/strategic-merge-patch+json")
+}
+
+// ListPods lists the pods of ns matching a label selector.
+func (c *Client) ListPods(ns, selector string) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	q := url.Values{"labelSelector": {selector}}
+	if err := c.Do(http.MethodGet, "/api/v1/namespaces/"+ns+"/pods", q, nil, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// Events lists the events of ns about the object of kind and name.
+func (c *Client) Events(ns, kind, name string) ([]corev1.Event, error) {
+	var list corev1.EventList
+	q := url.Values{"fieldSelector": {"involvedObject.kind=" + kind + ",involvedObject.name=" + name}}
+	if err := c.Do(http.MethodGet, "/api/v1/namespaces/"+ns+"/events", q, nil, &list); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// ReportReady writes the status a kubelet reports for a pod whose containers
+// all started and passed their probes: Running and Ready. The harness reports it
+// only for pods it booted itself, so controllers (a Deployment's rollout)
+// proceed the way they do on a cluster.
+func (c *Client) ReportReady(ns, name string) error {
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	var conds []string
+	for _, t := range []string{"PodScheduled", "Initialized", "ContainersReady", "Ready"} {
+		conds = append(conds, fmt.Sprintf(`{"type":%q,"status":"True","lastTransitionTime":%q}`, t, now))
+	}
+	patch := fmt.Sprintf(`{"status":{"phase":"Running","podIP":"127.0.0.1","startTime":%q,"conditions":[%s]}}`, now, strings.Join(conds, ","))
+	return c.MergePatch("/api/v1/namespaces/"+ns+"/pods/"+name+"/status", []byte(patch))
 }

@@ -15,16 +15,19 @@ import (
 	"time"
 )
 
-// ControlPlane is a real etcd and kube-apiserver on loopback. There is no
-// scheduler, controller manager or kubelet: pods are stored, never run, which is
-// all admission needs.
+// ControlPlane is a real etcd, kube-apiserver and kube-controller-manager (its
+// Deployment, ReplicaSet and garbage-collector controllers) on loopback. There
+// is no scheduler or kubelet: pods are created and stored, never scheduled;
+// the suite boots the ones it needs itself (BootPod).
 type ControlPlane struct {
-	Dir       string
-	URL       string // https://127.0.0.1:<port>
-	Token     string // bearer token of a system:masters user
-	CAFile    string // the apiserver's self-signed serving bundle
-	etcd      *Process
-	apiserver *Process
+	Dir         string
+	URL         string // https://127.0.0.1:<port>
+	Token       string // bearer token of a system:masters user
+	CAFile      string // the apiserver's self-signed serving bundle
+	Kubeconfig  string // admin kubeconfig, for helm and the controllers
+	etcd        *Process
+	apiserver   *Process
+	controllers *Process
 }
 
 // StartControlPlane starts etcd and kube-apiserver from bin/ in dir and waits
@@ -129,6 +132,9 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	}); err != nil {
 		return nil, err
 	}
+	if err := cp.startControllerManager(logTo); err != nil {
+		return nil, err
+	}
 	return cp, nil
 }
 
@@ -154,8 +160,11 @@ func (cp *ControlPlane) HTTPClient() *http.Client {
 	}
 }
 
-// Stop ends kube-apiserver, then etcd.
+// Stop ends kube-controller-manager, kube-apiserver, then etcd.
 func (cp *ControlPlane) Stop() {
+	if cp.controllers != nil {
+		_ = cp.controllers.Stop(10 * time.Second)
+	}
 	if cp.apiserver != nil {
 		_ = cp.apiserver.Stop(10 * time.Second)
 	}

@@ -94,18 +94,10 @@ func (in *Injector) Start() error {
 	if err != nil {
 		return err
 	}
-	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
-		if done, werr := in.proc.Exited(); done {
-			return false, fmt.Errorf("cmp-injector exited: %v\n%s", werr, tail(in.proc.Output(), 4000))
-		}
-		resp, err := http.Get(in.MetricsURL + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, fmt.Errorf("/readyz: %s", resp.Status)
-	})
+	return in.waitReady()
 }
+
+var httpGet = http.Get
 
 // Stop sends SIGTERM and waits for the drain.
 func (in *Injector) Stop() error {

@@ -17,7 +17,8 @@ type BootOptions struct {
 	// Root is a short directory (unix socket paths are limited to 108 bytes).
 	Root string
 	// Images maps an absolute path inside an image to a local file, e.g. the
-	// cmp-server image's /usr/local/bin/cmp-server to a freshly built binary.
+	// cmp-server image's /usr/local/bin/cmp-server to a freshly built binary;
+	// any argv element naming such a path is mapped.
 	Images map[string]string
 	// Run decides which containers run; the others (the repo-server itself,
 	// Argo CD's copyutil) need images this machine does not have.
@@ -29,14 +30,34 @@ type BootOptions struct {
 	SocketDir, SocketDirEnv string
 	// Env is added to every container's env, before the container's own: it
 	// stands in for what the image provides (PATH to its tools).
-	Env   []string
-	LogTo io.Writer
+	Env []string
+	// Entrypoints maps an image repository (the image without its tag) to its
+	// entrypoint, for containers that give only args, as Argo CD's do.
+	Entrypoints map[string][]string
+	// ImageEnv maps an image repository to extra env its image declares (HOME).
+	ImageEnv map[string][]string
+	// Rewrite, when set, adjusts a container's mapped argv: the one place a boot
+	// changes what a container runs, for what a pod's own network namespace
+	// would give it (its ports), since every booted pod shares loopback here.
+	Rewrite func(c corev1.Container, argv []string) []string
+	// Objects resolves configMap and secret volumes and env references, as the
+	// kubelet does from the apiserver. Nil: such pods cannot be booted.
+	Objects ObjectSource
+	LogTo   io.Writer
+}
+
+// ObjectSource reads the ConfigMaps and Secrets a pod refers to. found is false
+// when the object does not exist.
+type ObjectSource interface {
+	ConfigMapData(ns, name string) (data map[string]string, found bool, err error)
+	SecretData(ns, name string) (data map[string][]byte, found bool, err error)
 }
 
 // BootedPod is a pod whose selected init containers ran to completion and whose
 // long-running containers are running.
 type BootedPod struct {
 	Volumes map[string]string // volume name → host directory
+	pod     *corev1.Pod
 	procs   []*Process
 	opts    BootOptions
 }
@@ -58,22 +79,16 @@ func (b *BootedPod) Processes() []*Process { return b.procs }
 // values are rewritten to the host directories of the volumes mounted there,
 // which is the only liberty taken: the argv, env and files are the pod's own.
 func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
-	b := &BootedPod{Volumes: map[string]string{}, opts: o}
+	b := &BootedPod{Volumes: map[string]string{}, opts: o, pod: pod}
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(o.Root, "v", v.Name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
 		b.Volumes[v.Name] = dir
-		switch {
-		case v.EmptyDir != nil:
-		case v.DownwardAPI != nil:
-			if err := projectDownwardAPI(pod, v.DownwardAPI, dir); err != nil {
-				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-		default:
-			return nil, fmt.Errorf("volume %s: only emptyDir and downwardAPI volumes can be booted locally", v.Name)
-		}
+	}
+	if err := b.Project(); err != nil {
+		return nil, err
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if !o.Run(c.Name) {
@@ -82,9 +97,16 @@ func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			p, err := b.start(c, o)
 			if err != nil {
+				b.Stop()
 				return nil, err
 			}
 			b.procs = append(b.procs, p)
+			// The kubelet starts the next container only once a native
+			// sidecar's startupProbe passed.
+			if err := b.waitStartup(c); err != nil {
+				b.Stop()
+				return nil, err
+			}
 			continue
 		}
 		p, err := b.start(c, o)
@@ -110,11 +132,56 @@ func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
 }
 
 func (b *BootedPod) start(c corev1.Container, o BootOptions) (*Process, error) {
-	argv, env, dir, err := b.command(c, append(append([]string{}, c.Command...), c.Args...), o)
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(c.Command) == 0 {
+		ep, ok := o.Entrypoints[imageRepository(c.Image)]
+		if !ok && len(c.Args) > 0 {
+			return nil, fmt.Errorf("container %s gives only args and the entrypoint of %s is not known here", c.Name, c.Image)
+		}
+		argv = append(append([]string{}, ep...), c.Args...)
+	}
+	argv, env, dir, err := b.command(c, argv, o)
 	if err != nil {
 		return nil, err
 	}
+	if o.Rewrite != nil {
+		argv = o.Rewrite(c, argv)
+	}
 	return Start(c.Name, argv, env, dir, o.LogTo)
+}
+
+// imageRepository is an image reference without its tag or digest.
+func imageRepository(image string) string {
+	if i := strings.Index(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
+}
+
+// waitStartup runs an exec startupProbe of c as the kubelet does, until it
+// passes or its failureThreshold × periodSeconds budget is spent.
+func (b *BootedPod) waitStartup(c corev1.Container) error {
+	pr := c.StartupProbe
+	if pr == nil || pr.Exec == nil {
+		return nil
+	}
+	period := time.Duration(max(pr.PeriodSeconds, 1)) * time.Second
+	budget := time.Duration(max(pr.FailureThreshold, 1)) * period
+	var last error
+	err := Eventually(budget, period/4, func() (bool, error) {
+		out, err := b.Exec(b.pod, c.Name, pr.Exec.Command)
+		if err != nil {
+			last = fmt.Errorf("%v: %s", err, out)
+		}
+		return err == nil, last
+	})
+	if err != nil {
+		return fmt.Errorf("container %s: startupProbe never passed: %w", c.Name, err)
+	}
+	return nil
 }
 
 // Exec runs argv inside a booted container of pod the way the kubelet runs an
@@ -158,17 +225,28 @@ func (b *BootedPod) command(c corev1.Container, argv []string, o BootOptions) (m
 	if len(argv) == 0 {
 		return nil, nil, "", fmt.Errorf("container %s: no command (image entrypoints are not known here)", c.Name)
 	}
-	image := argv[0]
 	for i := range argv {
+		if local, ok := o.Images[argv[i]]; ok {
+			argv[i] = local
+			continue
+		}
 		argv[i] = m.path(argv[i])
+		// --flag=/container/path: the value is a path too.
+		if k, v, ok := strings.Cut(argv[i], "="); ok && strings.HasPrefix(k, "-") && strings.HasPrefix(v, "/") {
+			argv[i] = k + "=" + m.path(v)
+		}
 	}
-	if local, ok := o.Images[image]; ok {
-		argv[0] = local
-	}
-	env = append([]string{}, o.Env...)
+	env = append(append([]string{}, o.Env...), o.ImageEnv[imageRepository(c.Image)]...)
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
-			return nil, nil, "", fmt.Errorf("container %s: env %s uses valueFrom, which cannot be booted locally", c.Name, e.Name)
+			v, set, err := b.envFrom(e)
+			if err != nil {
+				return nil, nil, "", fmt.Errorf("container %s: env %s: %w", c.Name, e.Name, err)
+			}
+			if set {
+				env = append(env, e.Name+"="+v)
+			}
+			continue
 		}
 		env = append(env, e.Name+"="+m.path(e.Value))
 	}
@@ -251,25 +329,156 @@ func (m *mounts) path(p string) string {
 	return filepath.Join(m.root, p)
 }
 
-// projectDownwardAPI writes annotation and label items the way the kubelet does.
-func projectDownwardAPI(pod *corev1.Pod, v *corev1.DownwardAPIVolumeSource, dir string) error {
-	for _, item := range v.Items {
-		if item.FieldRef == nil {
-			return fmt.Errorf("item %s: only fieldRef items can be projected locally", item.Path)
+// Project writes the files of every configMap, secret and downwardAPI volume
+// from the pod and the objects it refers to, as the kubelet does at start and
+// again whenever they change: each file is replaced atomically, so a process
+// watching it sees the old or the new content, never a mix.
+func (b *BootedPod) Project() error {
+	for _, v := range b.pod.Spec.Volumes {
+		dir := b.Volumes[v.Name]
+		var files map[string][]byte
+		var err error
+		switch {
+		case v.EmptyDir != nil:
+			continue
+		case v.DownwardAPI != nil:
+			files, err = downwardAPIFiles(b.pod, v.DownwardAPI)
+		case v.ConfigMap != nil:
+			files, err = b.configMapFiles(v.ConfigMap)
+		case v.Secret != nil:
+			files, err = b.secretFiles(v.Secret)
+		default:
+			err = fmt.Errorf("only emptyDir, downwardAPI, configMap and secret volumes can be booted locally")
 		}
-		val, err := fieldValue(pod, item.FieldRef.FieldPath)
 		if err != nil {
-			return fmt.Errorf("item %s: %w", item.Path, err)
+			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}
-		p := filepath.Join(dir, item.Path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, []byte(val), 0o644); err != nil {
-			return err
+		for name, data := range files {
+			if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
+				return fmt.Errorf("volume %s: %w", v.Name, err)
+			}
 		}
 	}
 	return nil
+}
+
+// SetPod replaces the pod whose annotations and labels downwardAPI volumes
+// project (after the apiserver changed them); call Project to write them.
+func (b *BootedPod) SetPod(pod *corev1.Pod) { b.pod = pod }
+
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (b *BootedPod) configMapFiles(v *corev1.ConfigMapVolumeSource) (map[string][]byte, error) {
+	if b.opts.Objects == nil {
+		return nil, fmt.Errorf("configMap %s: no object source to read it from", v.Name)
+	}
+	data, found, err := b.opts.Objects.ConfigMapData(b.pod.Namespace, v.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !found && (v.Optional == nil || !*v.Optional) {
+		return nil, fmt.Errorf("configMap %s/%s not found", b.pod.Namespace, v.Name)
+	}
+	raw := map[string][]byte{}
+	for k, val := range data {
+		raw[k] = []byte(val)
+	}
+	return selectItems(raw, v.Items)
+}
+
+func (b *BootedPod) secretFiles(v *corev1.SecretVolumeSource) (map[string][]byte, error) {
+	if b.opts.Objects == nil {
+		return nil, fmt.Errorf("secret %s: no object source to read it from", v.SecretName)
+	}
+	data, found, err := b.opts.Objects.SecretData(b.pod.Namespace, v.SecretName)
+	if err != nil {
+		return nil, err
+	}
+	if !found && (v.Optional == nil || !*v.Optional) {
+		return nil, fmt.Errorf("secret %s/%s not found", b.pod.Namespace, v.SecretName)
+	}
+	return selectItems(data, v.Items)
+}
+
+// selectItems applies a volume's items: only the listed keys, at their paths.
+func selectItems(data map[string][]byte, items []corev1.KeyToPath) (map[string][]byte, error) {
+	if len(items) == 0 {
+		return data, nil
+	}
+	out := map[string][]byte{}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			continue
+		}
+		out[it.Path] = v
+	}
+	return out, nil
+}
+
+// envFrom resolves an env valueFrom the way the kubelet does; set is false for
+// an optional reference to a missing object or key.
+func (b *BootedPod) envFrom(e corev1.EnvVar) (val string, set bool, err error) {
+	ref := e.ValueFrom
+	switch {
+	case ref.FieldRef != nil:
+		v, err := fieldValue(b.pod, ref.FieldRef.FieldPath)
+		return v, err == nil, err
+	case ref.ConfigMapKeyRef != nil && b.opts.Objects != nil:
+		r := ref.ConfigMapKeyRef
+		data, found, err := b.opts.Objects.ConfigMapData(b.pod.Namespace, r.Name)
+		if err != nil {
+			return "", false, err
+		}
+		v, ok := data[r.Key]
+		if found && ok {
+			return v, true, nil
+		}
+		if r.Optional != nil && *r.Optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("configMap %s key %s not found", r.Name, r.Key)
+	case ref.SecretKeyRef != nil && b.opts.Objects != nil:
+		r := ref.SecretKeyRef
+		data, found, err := b.opts.Objects.SecretData(b.pod.Namespace, r.Name)
+		if err != nil {
+			return "", false, err
+		}
+		v, ok := data[r.Key]
+		if found && ok {
+			return string(v), true, nil
+		}
+		if r.Optional != nil && *r.Optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("secret %s key %s not found", r.Name, r.Key)
+	}
+	return "", false, fmt.Errorf("this valueFrom cannot be booted locally")
+}
+
+// downwardAPIFiles renders annotation and label items the way the kubelet does.
+func downwardAPIFiles(pod *corev1.Pod, v *corev1.DownwardAPIVolumeSource) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, item := range v.Items {
+		if item.FieldRef == nil {
+			return nil, fmt.Errorf("item %s: only fieldRef items can be projected locally", item.Path)
+		}
+		val, err := fieldValue(pod, item.FieldRef.FieldPath)
+		if err != nil {
+			return nil, fmt.Errorf("item %s: %w", item.Path, err)
+		}
+		out[item.Path] = []byte(val)
+	}
+	return out, nil
 }
 
 func fieldValue(pod *corev1.Pod, path string) (string, error) {

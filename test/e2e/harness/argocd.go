@@ -1,0 +1,305 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// ArgoImage is the repository of Argo CD's image; a booted repo-server pod runs
+// the argocd binary built from the Go module proxy in its place.
+const ArgoImage = "quay.io/argoproj/argocd"
+
+// ArgoRelease is one pinned Argo CD build (hack/tools.sh): the multi-call
+// binary and repoclient, built against the same release's API.
+type ArgoRelease struct {
+	Tool, ClientTool string // bin/ names
+	Version          string // what the binary reports, e.g. v3.6.1
+}
+
+// ArgoReleases are the releases the suite renders through: the newest v3 (its
+// repo-server calls CheckPluginConfiguration first) and the newest v2.12 (the
+// MatchRepository-first generation).
+func ArgoReleases() ([]ArgoRelease, error) {
+	var out []ArgoRelease
+	for _, r := range []ArgoRelease{{Tool: "argocd", ClientTool: "repoclient"}, {Tool: "argocd-v2", ClientTool: "repoclient-v2"}} {
+		bin, err := Tool(r.Tool)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := Tool(r.ClientTool); err != nil {
+			return nil, err
+		}
+		// The binary's own report, not our pin, names the release under test.
+		cmd := exec.Command(bin, "version", "--client", "--short")
+		cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd")
+		b, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s version: %v", bin, err)
+		}
+		_, v, _ := strings.Cut(strings.TrimSpace(string(b)), ": ")
+		r.Version, _, _ = strings.Cut(v, "+")
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Image is the Argo CD image reference of this release.
+func (r ArgoRelease) Image() string { return ArgoImage + ":" + r.Version }
+
+// RepoServer is a booted repo-server pod: Argo CD's copyutil init container and
+// argocd-repo-server, next to the injector's copy init container and plugin
+// sidecars, all from the stored pod's spec.
+type RepoServer struct {
+	Pod    *BootedPod
+	Addr   string // gRPC over TLS with the repo-server's self-signed certificate
+	client string
+}
+
+// BootRepoServer boots every container of pod (the repo-server pod as the
+// apiserver stored it, injected): argocd and argocd-repo-server run the
+// release's binary, the plugin sidecars cmpServer. Env from ConfigMaps and
+// Secrets is read from the apiserver through c. The liberty taken: the
+// repo-server listens on free loopback ports (--address/--port and the metrics
+// equivalents are appended), because booted pods share one network namespace.
+func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root string, logTo io.Writer) (*RepoServer, error) {
+	argocd, err := Tool(rel.Tool)
+	if err != nil {
+		return nil, err
+	}
+	client, err := Tool(rel.ClientTool)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	// Argo CD's image links argocd-repo-server to the multi-call argocd binary,
+	// which picks its role from the name it is run as.
+	images := filepath.Join(root, "images")
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		return nil, err
+	}
+	repoServerBin := filepath.Join(images, "argocd-repo-server")
+	if err := os.Symlink(argocd, repoServerBin); err != nil && !os.IsExist(err) {
+		return nil, err
+	}
+	real, err := filepath.EvalSymlinks(argocd)
+	if err != nil {
+		return nil, err
+	}
+	imageBin := filepath.Dir(real)
+	path := filepath.Join(repo, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	home := filepath.Join(root, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	mport, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	booted, err := BootPod(pod, BootOptions{
+		Root: root,
+		Images: map[string]string{
+			keys.CopyServerBinary:               cmpServer,
+			"/usr/local/bin/argocd":             argocd,
+			"/usr/local/bin/argocd-repo-server": repoServerBin,
+		},
+		// Argo CD's image runs its args under tini.
+		Entrypoints: map[string][]string{ArgoImage: {}},
+		// The image's /usr/local/bin holds scripts of Argo CD's own
+		// (git-verify-wrapper.sh), installed next to the binary by hack/tools.sh.
+		ImageEnv: map[string][]string{ArgoImage: {"HOME=" + home, "USER=argocd",
+			"PATH=" + imageBin + string(os.PathListSeparator) + path}},
+		// helm, kustomize and git of the images are the pinned ones in bin/ and
+		// Debian's git.
+		Env:           []string{"PATH=" + path},
+		Run:           func(string) bool { return true },
+		ConfigDir:     keys.PluginConfigDir,
+		ConfigDirFlag: "--config-dir",
+		SocketDir:     keys.PluginSocketDir,
+		SocketDirEnv:  keys.EnvPluginSockFilePath,
+		Objects:       c,
+		LogTo:         logTo,
+		Rewrite: func(ctr corev1.Container, argv []string) []string {
+			if ctr.Name != "argocd-repo-server" {
+				return argv
+			}
+			return append(argv, "--address=127.0.0.1", "--port="+strconv.Itoa(port),
+				"--metrics-address=127.0.0.1", "--metrics-port="+strconv.Itoa(mport))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rs := &RepoServer{Pod: booted, Addr: "127.0.0.1:" + strconv.Itoa(port), client: client}
+	health := fmt.Sprintf("http://127.0.0.1:%d/healthz?full=true", mport)
+	err = Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+		for _, p := range booted.Processes() {
+			if done, werr := p.Exited(); done {
+				return false, fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000))
+			}
+		}
+		resp, err := http.Get(health)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Errorf("repo-server %s: %s", health, resp.Status)
+	})
+	if err != nil {
+		booted.Stop()
+		return nil, err
+	}
+	return rs, nil
+}
+
+// Stop ends every container of the pod.
+func (rs *RepoServer) Stop() { rs.Pod.Stop() }
+
+// Container is the booted process of a container, or nil.
+func (rs *RepoServer) Container(name string) *Process {
+	for _, p := range rs.Pod.Processes() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Call invokes a repo-server RPC through repoclient ("generate" for
+// GenerateManifest, "appdetails" for GetAppDetails) with req as Argo CD's own
+// JSON of the request message, and decodes the response into out. A failed
+// call's error text is the gRPC status message Argo CD would show.
+func (rs *RepoServer) Call(rpc string, req, out any) error {
+	in, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(rs.client, "--addr", rs.Addr, rpc)
+	cmd.Stdin = bytes.NewReader(in)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return &RPCError{RPC: rpc, Message: strings.TrimSpace(stderr.String())}
+	}
+	return json.Unmarshal(stdout.Bytes(), out)
+}
+
+// RPCError is a failed repo-server call.
+type RPCError struct{ RPC, Message string }
+
+func (e *RPCError) Error() string { return e.RPC + ": " + e.Message }
+
+// Redis is Debian's redis-server on a loopback port, with a password as Argo
+// CD's install gives it.
+type Redis struct {
+	Addr string
+	proc *Process
+}
+
+// StartRedis runs redis-server from bin/ (hack/tools.sh installs Debian's) in
+// dir and waits until it answers PING with password.
+func StartRedis(dir, password string, logTo io.Writer) (*Redis, error) {
+	bin, err := Tool("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{Addr: "127.0.0.1:" + strconv.Itoa(port)}
+	r.proc, err = Start("redis", []string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir, "--requirepass", password}, nil, dir, logTo)
+	if err != nil {
+		return nil, err
+	}
+	err = Eventually(20*time.Second, 50*time.Millisecond, func() (bool, error) {
+		if done, werr := r.proc.Exited(); done {
+			return false, fmt.Errorf("redis-server exited: %v\n%s", werr, r.proc.Output())
+		}
+		return r.ping(password)
+	})
+	if err != nil {
+		_ = r.Stop()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Redis) ping(password string) (bool, error) {
+	conn, err := net.DialTimeout("tcp", r.Addr, time.Second)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := fmt.Fprintf(conn, "AUTH %s\r\nPING\r\n", password); err != nil {
+		return false, err
+	}
+	rd := bufio.NewReader(conn)
+	auth, _ := rd.ReadString('\n')
+	pong, err := rd.ReadString('\n')
+	return strings.HasPrefix(pong, "+PONG"), fmt.Errorf("redis: AUTH %q PING %q %v", strings.TrimSpace(auth), strings.TrimSpace(pong), err)
+}
+
+// Stop ends redis-server.
+func (r *Redis) Stop() error { return r.proc.Stop(10 * time.Second) }
+
+// GitRepo commits the trees under srcs (each copied to the repository's root,
+// later ones over earlier ones) into a new repository at dir and returns its
+// file:// URL and the commit. Argo CD's repo-server clones it like any remote.
+func GitRepo(dir string, srcs ...string) (url, commit string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	for _, src := range srcs {
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			return "", "", fmt.Errorf("copy %s: %w", src, err)
+		}
+	}
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=e2e", "GIT_AUTHOR_EMAIL=e2e@example.com",
+			"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out)), nil
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "e2e"}} {
+		if _, err := git(args...); err != nil {
+			return "", "", err
+		}
+	}
+	commit, err = git("rev-parse", "HEAD")
+	if err != nil {
+		return "", "", err
+	}
+	return "file://" + dir, commit, nil
+}

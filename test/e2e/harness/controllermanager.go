@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// controllers are the kube-controller-manager loops the suite needs: the
+// Deployment and ReplicaSet controllers create repo-server pods the way a cluster
+// does (so admission denials surface as FailedCreate events), and the garbage
+// collector removes what `helm uninstall` leaves to it (ReplicaSets, pods).
+var controllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller"}
+
+// ControllerManagerTool is the bin/ name of the kube-controller-manager of the
+// same release as APIServerTool: kube-controller-manager[-1.32].
+func ControllerManagerTool() string {
+	return strings.Replace(APIServerTool(), "kube-apiserver", "kube-controller-manager", 1)
+}
+
+// WriteKubeconfig writes a kubeconfig for the cluster admin to path (for helm,
+// kube-controller-manager and kubectl users of the suite).
+func (cp *ControlPlane) WriteKubeconfig(path string) error {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, cp.URL, cp.CAFile, cp.Token)
+	return os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// startControllerManager runs kube-controller-manager against the apiserver
+// with only the controllers the suite needs. It has no serving port (nothing
+// here scrapes it); the tests wait on what the controllers do instead.
+func (cp *ControlPlane) startControllerManager(logTo io.Writer) error {
+	bin, err := Tool(ControllerManagerTool())
+	if err != nil {
+		return err
+	}
+	cp.Kubeconfig = filepath.Join(cp.Dir, "admin.kubeconfig")
+	if err := cp.WriteKubeconfig(cp.Kubeconfig); err != nil {
+		return err
+	}
+	cp.controllers, err = Start("kube-controller-manager", []string{bin,
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--controllers=" + strings.Join(controllers, ","),
+		"--leader-elect=false", "--secure-port=0", "--v=1",
+	}, nil, cp.Dir, logTo)
+	if err != nil {
+		return err
+	}
+	// The process either keeps running or fails fast on a bad flag or
+	// kubeconfig: give it the time its own start takes to say so.
+	time.Sleep(500 * time.Millisecond)
+	if done, werr := cp.controllers.Exited(); done {
+		return fmt.Errorf("kube-controller-manager exited: %v\n%s", werr, tail(cp.controllers.Output(), 4000))
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Helm runs the real, pinned helm against the control plane.
+type Helm struct {
+	Bin        string
+	Kubeconfig string
+	// Home keeps helm's cache, config and data out of the user's home.
+	Home string
+}
+
+// NewHelm returns helm from bin/ with its own home under dir.
+func (cp *ControlPlane) NewHelm(dir string) (*Helm, error) {
+	bin, err := Tool("helm")
+	if err != nil {
+		return nil, err
+	}
+	return &Helm{Bin: bin, Kubeconfig: cp.Kubeconfig, Home: dir}, nil
+}
+
+// Run runs helm with args and returns its combined output.
+func (h *Helm) Run(args ...string) (string, error) {
+	cmd := exec.Command(h.Bin, append(args, "--kubeconfig", h.Kubeconfig)...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(h.Home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(h.Home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(h.Home, "data"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// InjectorImage is the image repository the chart runs the injector from; a
+// booted injector pod runs the freshly built binary in its place.
+const InjectorImage = "ghcr.io/cmp-injector/cmp-injector"
+
+// BootChartInjector runs the injector container of the Deployment the chart
+// installed (ns/name) as the kubelet would: its own args, its catalog ConfigMap
+// and TLS Secret projected from the apiserver. The one liberty: its listen
+// addresses (":8443", ":8080") become free loopback ports, because every booted
+// pod shares this machine's network namespace; the chart's webhook.url must
+// then point at the returned injector's URL, which the caller arranges by
+// choosing the port first (port).
+func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io.Writer) (*Injector, *BootedPod, error) {
+	var dep appsv1.Deployment
+	if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/"+name, &dep); err != nil {
+		return nil, nil, err
+	}
+	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	pod.Namespace, pod.Name = ns, name+"-booted"
+	mport, err := FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	listen := map[string]string{
+		"--listen":         "127.0.0.1:" + strconv.Itoa(port),
+		"--metrics-listen": "127.0.0.1:" + strconv.Itoa(mport),
+	}
+	booted, err := BootPod(pod, BootOptions{
+		Root:        root,
+		Run:         func(string) bool { return true },
+		Entrypoints: map[string][]string{InjectorImage: {bin}},
+		Objects:     c,
+		LogTo:       logTo,
+		Rewrite: func(_ corev1.Container, argv []string) []string {
+			for i, a := range argv {
+				if k, _, ok := strings.Cut(a, "="); ok && listen[k] != "" {
+					argv[i] = k + "=" + listen[k]
+				}
+			}
+			// No load balancer needs time to take the pod out of rotation here.
+			return append(argv, "--shutdown-delay=0s")
+		},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	procs := booted.Processes()
+	if len(procs) != 1 {
+		booted.Stop()
+		return nil, nil, fmt.Errorf("the chart's injector pod runs %d containers, want 1", len(procs))
+	}
+	in := &Injector{Bin: bin, Dir: root, Port: port, proc: procs[0],
+		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", mport)}
+	if err := in.waitReady(); err != nil {
+		booted.Stop()
+		return nil, nil, err
+	}
+	return in, booted, nil
+}
+
+// waitReady waits until /readyz is 200.
+func (in *Injector) waitReady() error {
+	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		if done, werr := in.proc.Exited(); done {
+			return false, fmt.Errorf("cmp-injector exited: %v\n%s", werr, tail(in.proc.Output(), 4000))
+		}
+		resp, err := httpGet(in.MetricsURL + "/readyz")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Errorf("/readyz: %s", resp.Status)
+	})
+}
