@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,7 +85,7 @@ func strPtr(s string) *string { return &s }
 // argoCases drive Argo CD's repo-server through its gRPC API the way the
 // application controller (GenerateManifest) and the API server (GetAppDetails)
 // call it, for Applications of the repository at repoURL.
-func argoCases(t *testing.T, rs *harness.RepoServer, repoURL, commit string) {
+func argoCases(t *testing.T, rs *harness.RepoServer, rel harness.ArgoRelease, repoURL, commit string) {
 	request := func(app, path string, plugin *argoPlugin, helm *argoHelm) manifestRequest {
 		return manifestRequest{
 			Repo: &argoRepo{Repo: repoURL}, Revision: "HEAD", NoCache: true,
@@ -132,8 +133,11 @@ func argoCases(t *testing.T, rs *harness.RepoServer, repoURL, commit string) {
 			t.Errorf("source type %q, want Plugin", resp.SourceType)
 		}
 		got := configMap(t, resp.Manifests)
+		// Argo CD's server unpacks the repository straight into the request
+		// dir and exports its log settings; so must ours.
 		want := map[string]string{
-			"revision": commit, "PARAM_GREETING": "hello", "PARAM_LIST_0": "first", "PARAM_LIST_1": "second",
+			"revision": commit, "workdir": "apps/params", "logFormat": "json", "logLevel": "info",
+			"PARAM_GREETING": "hello", "PARAM_LIST_0": "first", "PARAM_LIST_1": "second",
 			"PARAM_LABELS_TEAM": "platform", "PARAM_LABELS_TIER": "web",
 		}
 		for k, v := range want {
@@ -144,6 +148,57 @@ func argoCases(t *testing.T, rs *harness.RepoServer, repoURL, commit string) {
 		if len(got) != len(want) {
 			t.Errorf("the plugin saw %v, want exactly %v", got, want)
 		}
+	})
+
+	// The same requests through Argo CD's repo-server to Argo CD's own
+	// argocd-cmp-server (the hand-made sidecar) and to ours: what a plugin sees,
+	// the errors users read and the announcements must be the same.
+	t.Run("parity with Argo CD's own argocd-cmp-server", func(t *testing.T) {
+		ps := []argoParam{
+			{Name: "greeting", String: strPtr("hello")},
+			{Name: "list", Array: []string{"first", "second"}},
+			{Name: "labels", Map: map[string]string{"team": "platform"}},
+		}
+		var seen [2]map[string]string
+		var failed [2]string
+		var announced [2]string
+		for i, name := range []string{"params", argoSidecar} {
+			seen[i] = configMap(t, generate(t, request("parity", "apps/params", &argoPlugin{Name: name, Parameters: ps}, nil)).Manifests)
+			var resp manifestResponse
+			err := rs.Call("generate", request("parity", "apps/params", &argoPlugin{Name: name,
+				Parameters: append(ps, argoParam{Name: "fail", String: strPtr("yes")})}, nil), &resp)
+			var rpcErr *harness.RPCError
+			if !errors.As(err, &rpcErr) {
+				t.Fatalf("%s: a failing generate succeeded: %v", name, err)
+			}
+			failed[i] = rpcErr.Message
+			var details appDetailsResponse
+			if err := rs.Call("appdetails", appDetailsQuery{Repo: &argoRepo{Repo: repoURL}, AppName: "parity", NoCache: true,
+				Source: &argoSource{RepoURL: repoURL, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: name}}}, &details); err != nil {
+				t.Fatalf("%s: GetAppDetails (dynamic parameters print null): %v", name, err)
+			}
+			b, _ := json.Marshal(details)
+			announced[i] = string(b)
+		}
+		// The one known difference: Argo CD v2's argocd-cmp-server logs text
+		// by default, ours (like v3's) json; cmpserver/README.md says so.
+		if strings.HasPrefix(rel.Version, "v2.") {
+			if seen[0]["logFormat"] != "json" || seen[1]["logFormat"] != "text" {
+				t.Errorf("ARGOCD_LOG_FORMAT: ours %q, Argo CD %s's %q; want json and text", seen[0]["logFormat"], rel.Version, seen[1]["logFormat"])
+			}
+			delete(seen[0], "logFormat")
+			delete(seen[1], "logFormat")
+		}
+		if !reflect.DeepEqual(seen[0], seen[1]) {
+			t.Errorf("the command saw different things:\n  ours: %v\n  Argo: %v", seen[0], seen[1])
+		}
+		if failed[0] != failed[1] {
+			t.Errorf("error texts differ:\n  ours: %s\n  Argo: %s", failed[0], failed[1])
+		}
+		if announced[0] != announced[1] {
+			t.Errorf("announcements differ:\n  ours: %s\n  Argo: %s", announced[0], announced[1])
+		}
+		t.Logf("both servers: %v; error: %s", seen[0], failed[0])
 	})
 
 	t.Run("discovery chooses the right plugin of two", func(t *testing.T) {

@@ -441,6 +441,7 @@ func TestRealChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addArgoSidecar(t, rels[0].Image())
 	gen = patchDeployment(t, `{"spec":{"template":{"metadata":{"annotations":{
 		"cmp-injector.io/plugins":"helm, kustomize, params, broken"}}}}}`, false)
 	argoRelease(t, 0, rels[0], gen, repoURL, commit)
@@ -466,8 +467,9 @@ func TestRealChain(t *testing.T) {
 	patchDeployment(t, `{"spec":{"replicas":1}}`, false)
 	for i, rel := range rels[1:] {
 		gen = patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"spec":{
-			"initContainers":[{"name":"copyutil","image":%q}],"containers":[{"name":%q,"image":%q}]}}}}`,
-			rel.Image(), repoServer, rel.Image()), true)
+			"initContainers":[{"name":"copyutil","image":%[1]q}],
+			"containers":[{"name":%[2]q,"image":%[1]q},{"name":%[3]q,"image":%[1]q}]}}}}`,
+			rel.Image(), repoServer, argoSidecar), true)
 		argoRelease(t, i+1, rel, gen, repoURL, commit)
 	}
 
@@ -516,6 +518,56 @@ func TestRealChain(t *testing.T) {
 	})
 }
 
+// argoSidecar is a CMP sidecar made by hand the way Argo CD documents it (and
+// the way cmp-injector replaces): Argo CD's own argocd-cmp-server, copied into
+// var-files by copyutil, serving the params test plugin under another name.
+const argoSidecar = "argo-params"
+
+// addArgoSidecar adds argoSidecar to the repo-server Deployment, with the
+// params plugin.yaml of the chart values (renamed) in a ConfigMap, so the same
+// requests reach Argo CD's plugin server and ours through Argo CD's repo-server.
+func addArgoSidecar(t *testing.T, image string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "chain", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Catalog struct {
+			Plugins map[string]struct {
+				Config struct {
+					Inline map[string]any `json:"inline"`
+				} `json:"config"`
+			} `json:"plugins"`
+		} `json:"catalog"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	cfg := values.Catalog.Plugins["params"].Config.Inline
+	cfg["metadata"] = map[string]any{"name": argoSidecar}
+	pluginYAML, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.cp.Client()
+	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": argoSidecar + "-plugin"}, "data": map[string]string{"plugin.yaml": string(pluginYAML)}}
+	if err := c.Apply("/api/v1/namespaces/"+chainNS+"/configmaps", argoSidecar+"-plugin", cm); err != nil {
+		t.Fatal(err)
+	}
+	patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"spec":{
+		"containers":[{"name":%[1]q,"image":%[2]q,"command":["/var/run/argocd/argocd-cmp-server"],
+			"securityContext":{"runAsNonRoot":true,"runAsUser":999,"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,
+				"capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}},
+			"volumeMounts":[{"name":"var-files","mountPath":"/var/run/argocd"},
+				{"name":"plugins","mountPath":"/home/argocd/cmp-server/plugins"},
+				{"name":%[1]q,"mountPath":"/home/argocd/cmp-server/config/plugin.yaml","subPath":"plugin.yaml"},
+				{"name":"%[1]s-tmp","mountPath":"/tmp"}]}],
+		"volumes":[{"name":%[1]q,"configMap":{"name":"%[1]s-plugin"}},{"name":"%[1]s-tmp","emptyDir":{}}]}}}}`,
+		argoSidecar, image), true)
+}
+
 // argoRelease boots the newest rollout's pod (generation gen) with Argo CD
 // release rel's repo-server and runs the Argo CD cases through it; the pod is
 // then reported Ready, as the kubelet would once its probes pass.
@@ -539,7 +591,7 @@ func argoRelease(t *testing.T, i int, rel harness.ArgoRelease, gen int64, repoUR
 		if err := c.ReportReady(chainNS, pod.Name); err != nil {
 			t.Fatal(err)
 		}
-		argoCases(t, rs, repoURL, commit)
+		argoCases(t, rs, rel, repoURL, commit)
 	})
 }
 

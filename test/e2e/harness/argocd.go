@@ -135,7 +135,9 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 		Env:           []string{"PATH=" + path},
 		Run:           func(string) bool { return true },
 		ConfigDir:     keys.PluginConfigDir,
-		ConfigDirFlag: "--config-dir",
+		// Argo CD's name for the flag, which cmp-server also takes: the
+		// same boot runs hand-made argocd-cmp-server sidecars.
+		ConfigDirFlag: "--config-dir-path",
 		SocketDir:     keys.PluginSocketDir,
 		SocketDirEnv:  keys.EnvPluginSockFilePath,
 		Objects:       c,

@@ -116,7 +116,8 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 		Images:        map[string]string{keys.CopyServerBinary: cmpServer},
 		Run:           func(name string) bool { return owned[name] },
 		ConfigDir:     keys.PluginConfigDir,
-		ConfigDirFlag: "--config-dir",
+		// Argo CD's name for the flag, which cmp-server also takes.
+		ConfigDirFlag: "--config-dir-path",
 		SocketDir:     keys.PluginSocketDir,
 		SocketDirEnv:  keys.EnvPluginSockFilePath,
 		LogTo:         logTo,
