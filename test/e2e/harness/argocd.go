@@ -132,9 +132,9 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 			"PATH=" + imageBin + string(os.PathListSeparator) + path}},
 		// helm, kustomize and git of the images are the pinned ones in bin/ and
 		// Debian's git.
-		Env:           []string{"PATH=" + path},
-		Run:           func(string) bool { return true },
-		ConfigDir:     keys.PluginConfigDir,
+		Env:       []string{"PATH=" + path},
+		Run:       func(string) bool { return true },
+		ConfigDir: keys.PluginConfigDir,
 		// Argo CD's name for the flag, which cmp-server also takes: the
 		// same boot runs hand-made argocd-cmp-server sidecars.
 		ConfigDirFlag: "--config-dir-path",

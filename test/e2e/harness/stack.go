@@ -111,11 +111,11 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	b, err := BootPod(pod, BootOptions{
 		// The plugin images carry helm and kustomize; here they are the pinned
 		// ones in bin/.
-		Env:           []string{"PATH=" + filepath.Join(repo, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")},
-		Root:          root,
-		Images:        map[string]string{keys.CopyServerBinary: cmpServer},
-		Run:           func(name string) bool { return owned[name] },
-		ConfigDir:     keys.PluginConfigDir,
+		Env:       []string{"PATH=" + filepath.Join(repo, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")},
+		Root:      root,
+		Images:    map[string]string{keys.CopyServerBinary: cmpServer},
+		Run:       func(name string) bool { return owned[name] },
+		ConfigDir: keys.PluginConfigDir,
 		// Argo CD's name for the flag, which cmp-server also takes.
 		ConfigDirFlag: "--config-dir-path",
 		SocketDir:     keys.PluginSocketDir,
