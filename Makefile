@@ -89,9 +89,10 @@ fuzz:
 	  for f in $$(go test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
 	    echo "== $$pkg $$f"; go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; done; done
 
-## demo: the injector and a plugin server, for real, on this machine
+## demo: the whole chain, for real, on this machine: helm install, the README's
+## commands, the injected pod, Argo CD's repo-server rendering through a sidecar
 demo:
-	hack/tools.sh helm etcd kube-apiserver
+	hack/tools.sh etcd kube-apiserver kube-controller-manager helm kustomize redis-server argocd repoclient
 	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/demo
 
 clean:

@@ -262,7 +262,9 @@ func (ci *ChartInstall) Uninstall() error {
 }
 
 // DeploymentPath is the API path of Deployment name in ns.
-func DeploymentPath(ns, name string) string { return "/apis/apps/v1/namespaces/" + ns + "/deployments/" + name }
+func DeploymentPath(ns, name string) string {
+	return "/apis/apps/v1/namespaces/" + ns + "/deployments/" + name
+}
 
 // PatchDeployment applies a merge patch (strategic: a strategic merge patch,
 // kubectl patch's default) and returns the Deployment's new generation.

@@ -1,14 +1,15 @@
-// Command demo shows the product's main job on a machine with no cluster: a real
-// etcd and kube-apiserver, the injector with the example catalog, a pod shaped
-// like Argo CD's repo-server injected by the apiserver's call to the webhook, and
-// that pod's Helm plugin sidecar booted locally and generating manifests through
-// its socket. Run it with `make demo`.
+// Command demo runs the chain a platform engineer runs, for real, on a machine
+// with no cluster: etcd, kube-apiserver and kube-controller-manager on loopback;
+// `helm install` of the chart; the README's label and patch commands on a
+// Deployment shaped like Argo CD's repo-server; the ReplicaSet's pod injected by
+// the webhook; that pod booted with Argo CD's own repo-server (v3) next to the
+// injected sidecars; and an Application rendered through the Helm plugin by a
+// GenerateManifest call to Argo CD's repo-server. Run it with `make demo`.
 package main
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,9 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
-	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -29,8 +28,12 @@ func main() {
 	}
 }
 
+var last = time.Now()
+
+// step prints what comes next and how long the previous step took.
 func step(format string, args ...any) {
-	fmt.Printf("\n==> "+format+"\n", args...)
+	fmt.Printf("    (%s)\n\n==> "+format+"\n", append([]any{time.Since(last).Round(time.Millisecond)}, args...)...)
+	last = time.Now()
 }
 
 func run() error {
@@ -39,6 +42,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	rels, err := harness.ArgoReleases()
+	if err != nil {
+		return err
+	}
+	argo := rels[0]
 	root, err := os.MkdirTemp("", "cmpdemo")
 	if err != nil {
 		return err
@@ -51,14 +59,15 @@ func run() error {
 	defer logFile.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	testdata := filepath.Join(repo, "test", "e2e", "testdata")
 
-	step("building cmp-injector and cmp-server")
+	fmt.Println("==> building cmp-injector and cmp-server")
 	bins, err := harness.BuildBinaries(ctx, filepath.Join(root, "bin"), "cmp-injector", "cmp-server")
 	if err != nil {
 		return err
 	}
 
-	step("starting etcd and kube-apiserver on 127.0.0.1")
+	step("starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1")
 	cp, err := harness.StartControlPlane(filepath.Join(root, "cp"), logFile)
 	if err != nil {
 		return err
@@ -68,102 +77,131 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("kube-apiserver %s ready at %s\n", ver, cp.URL)
+	fmt.Printf("kube-apiserver %s ready at %s (kubeconfig %s)\n", ver, cp.URL, cp.Kubeconfig)
 
-	step("starting cmp-injector serve with deploy/plugins/catalog.yaml and a certificate from cmp-injector certs")
-	catalog, err := harness.ExampleCatalog(true, map[string][]string{"argocd": {"helm", "kustomize"}})
+	step("helm install cmp-injector charts/cmp-injector -n cmp-injector --create-namespace (certificate from `cmp-injector certs` in a Secret)")
+	chart, err := cp.InstallChart(bins["cmp-injector"], filepath.Join(root, "chart"), logFile)
 	if err != nil {
 		return err
 	}
-	in, err := harness.NewInjector(bins["cmp-injector"], filepath.Join(root, "injector"), catalog, logFile)
-	if err != nil {
-		return err
-	}
-	if err := in.Start(); err != nil {
-		return err
-	}
-	defer in.Stop()
-	fmt.Printf("injector ready at %s\n", in.URL())
+	defer func() { _ = chart.Uninstall() }()
+	fmt.Print(firstLines(chart.Output, 6))
+	fmt.Printf("the injector container of the Deployment helm stored is running, webhook at %s\n", chart.Injector.URL())
 
-	step("installing the chart's MutatingWebhookConfiguration (helm template) and labelling namespace argocd")
+	step("Argo CD's side: Redis, argocd-cmd-params-cm and an argocd-repo-server Deployment (%s) in namespace argocd", argo.Image())
 	c := cp.Client()
-	ca, err := in.CABundle()
+	redis, err := harness.StartRedis(filepath.Join(root, "redis"), "demo-redis-password", logFile)
 	if err != nil {
 		return err
 	}
-	if _, err := c.InstallWebhook(strings.TrimPrefix(ver, "v"), in.URL(), ca); err != nil {
+	defer redis.Stop()
+	if err := c.CreateNamespace(harness.ArgoNamespace, nil); err != nil {
 		return err
 	}
-	if err := c.CreateNamespace("argocd", map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue}); err != nil {
+	if err := c.ApplyFile(harness.ArgoNamespace, filepath.Join(testdata, "chain", "argocd-config.yaml"),
+		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": "demo-redis-password"}); err != nil {
 		return err
 	}
-	pod, err := harness.LoadPod(filepath.Join(repo, "test", "e2e", "testdata", "repo-server-pod.yaml"))
-	if err != nil {
-		return err
-	}
-	if err := c.WaitInjecting("argocd", pod, 30*time.Second); err != nil {
+	if err := c.ApplyFile(harness.ArgoNamespace, filepath.Join(testdata, "chain", "argocd-repo-server.yaml"),
+		map[string]string{harness.ArgoImage + ":latest": argo.Image()}); err != nil {
 		return err
 	}
 
-	step("creating a pod shaped like argocd-repo-server with %s: %s", keys.PluginsAnnotation, pod.Annotations[keys.PluginsAnnotation])
-	if _, err := c.CreatePod("argocd", pod, false); err != nil {
-		return err
-	}
-	stored, err := c.GetPod("argocd", pod.Name)
+	steps, err := harness.ReadReadme(repo)
 	if err != nil {
 		return err
 	}
-	fmt.Println("the pod as the apiserver stored it (spec and annotations):")
-	show := stored.DeepCopy()
-	show.ManagedFields = nil
-	out, err := yaml.Marshal(map[string]any{"metadata": map[string]any{"annotations": show.Annotations, "labels": show.Labels}, "spec": show.Spec})
+	step("the README's commands:\n    kubectl label namespace argocd %s=%s\n    kubectl -n argocd patch deployment argocd-repo-server --type merge -p '%s'",
+		steps.LabelKey, steps.LabelValue, steps.Patch)
+	if err := c.MergePatch("/api/v1/namespaces/"+harness.ArgoNamespace, steps.LabelPatch()); err != nil {
+		return err
+	}
+	probe, err := harness.LoadPod(filepath.Join(testdata, "repo-server-pod.yaml"))
 	if err != nil {
 		return err
 	}
-	os.Stdout.Write(out)
+	if err := c.WaitInjecting(harness.ArgoNamespace, probe, 30*time.Second); err != nil {
+		return err
+	}
+	gen, err := c.PatchDeployment(harness.ArgoNamespace, harness.RepoServerName, steps.Patch, false)
+	if err != nil {
+		return err
+	}
+	r, err := c.WaitRollout(harness.ArgoNamespace, harness.RepoServerName, harness.RepoServerSelector, gen, 1, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	pod := &r.Pods[0]
+	fmt.Printf("the ReplicaSet controller created %s; the apiserver stored it injected:\n", pod.Name)
+	for _, ctr := range pod.Spec.InitContainers {
+		kind := "init"
+		if ctr.RestartPolicy != nil {
+			kind = "native sidecar"
+		}
+		fmt.Printf("  %-15s %-20s %s\n", kind, ctr.Name, strings.Join(append(append([]string{}, ctr.Command...), ctr.Args...), " "))
+	}
+	for _, ctr := range pod.Spec.Containers {
+		fmt.Printf("  %-15s %-20s %s\n", "container", ctr.Name, strings.Join(append(append([]string{}, ctr.Command...), ctr.Args...), " "))
+	}
+	fmt.Printf("  %s: %s\n", keys.StatusAnnotation, pod.Annotations[keys.StatusAnnotation])
 
-	step("booting the injected containers locally: %s, then the cmp-helm sidecar", keys.CopyInitContainer)
-	booted, sockets, err := harness.BootInjectedPod(stored, bins["cmp-server"], filepath.Join(root, "pod"), io.Discard)
+	step("booting the pod: Argo CD's copyutil, our copy init container, the plugin sidecars, then Argo CD's argocd-repo-server")
+	rs, err := harness.BootRepoServer(c, pod, argo, bins["cmp-server"], filepath.Join(root, "pod"), logFile)
 	if err != nil {
 		return err
 	}
-	defer booted.Stop()
-	entries, _ := os.ReadDir(sockets)
-	for _, e := range entries {
+	defer rs.Stop()
+	sockets, _ := os.ReadDir(rs.Pod.Volumes[keys.PluginsVolume])
+	for _, e := range sockets {
 		fmt.Printf("listening: %s\n", filepath.Join(keys.PluginSocketDir, e.Name()))
 	}
+	fmt.Printf("argocd-repo-server %s serving gRPC at %s\n", argo.Version, rs.Addr)
 
-	ps := []params.AppParameter{
-		{Name: "values-files", Array: []string{"values-prod.yaml"}},
-		{Name: "helm-parameters", Map: map[string]string{"message": "hello, from an Application parameter"}},
-	}
-	step("generating manifests for test/e2e/testdata/repo/apps/guestbook through helm.sock with parameters")
-	env, err := harness.GuestbookApp(strings.TrimPrefix(ver, "v"), ps).Environ()
+	repoURL, commit, err := harness.GitRepo(filepath.Join(root, "git"), filepath.Join(testdata, "repo"))
 	if err != nil {
 		return err
 	}
-	for _, e := range env {
-		if strings.HasPrefix(e, keys.EnvAppParameters+"=") || strings.HasPrefix(e, "PARAM_") {
-			fmt.Println(e)
-		}
+	req := map[string]any{
+		"repo": map[string]any{"repo": repoURL}, "revision": "HEAD", "appName": "guestbook", "namespace": "demo",
+		"kubeVersion": strings.TrimPrefix(ver, "v"), "apiVersions": []string{"v1", "apps/v1"},
+		"projectName": "default", "projectSourceRepos": []string{"*"},
+		"applicationSource": map[string]any{"repoURL": repoURL, "path": "apps/guestbook", "targetRevision": "HEAD",
+			"plugin": map[string]any{"name": "helm", "parameters": []any{
+				map[string]any{"name": "values-files", "array": []string{"values-prod.yaml"}},
+				map[string]any{"name": "helm-parameters", "map": map[string]string{"message": "hello, from an Application parameter"}},
+			}}},
 	}
-	cl, err := client.Dial(ctx, filepath.Join(sockets, "helm.sock"))
-	if err != nil {
+	b, _ := yaml.Marshal(req["applicationSource"])
+	step("GenerateManifest on Argo CD's repo-server (as the application controller calls it) for an Application of commit %s:\n%s", commit[:12], indent(string(b)))
+	var resp struct {
+		Manifests  []string `json:"manifests"`
+		Revision   string   `json:"revision"`
+		SourceType string   `json:"sourceType"`
+	}
+	if err := rs.Call("generate", req, &resp); err != nil {
 		return err
 	}
-	defer cl.Close()
-	manifests, err := cl.Generate(ctx, client.Request{
-		RepoRoot: filepath.Join(repo, "test", "e2e", "testdata", "repo"), AppRelPath: "apps/guestbook", Env: env})
-	if err != nil {
-		return err
-	}
-	for _, m := range manifests {
+	for _, m := range resp.Manifests {
 		y, err := yaml.JSONToYAML([]byte(m))
 		if err != nil {
 			return err
 		}
 		fmt.Printf("---\n%s", y)
 	}
-	step("done in %s: %d manifests generated by the injected Helm plugin", time.Since(start).Round(time.Millisecond), len(manifests))
+	fmt.Printf("Argo CD: source type %s, revision %s\n", resp.SourceType, resp.Revision)
+	step("done in %s: Argo CD's repo-server rendered %d manifests through the injected Helm plugin",
+		time.Since(start).Round(time.Millisecond), len(resp.Manifests))
 	return nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitAfterN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "")
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ")
 }
