@@ -48,13 +48,14 @@ cached() {
   shift 3
   for f in "$name" "$@"; do [ -x "$dir/$f" ] || missing=1; done
   if [ -n "$missing" ]; then
-    log "building $name $version into $dir"
-    local tmp
+    log "building $name $version into $dir (once; later runs reuse it)"
+    local tmp start=$SECONDS
     tmp=$(mktemp -d "$CACHE/.$name-XXXXXX")
     "$build" "$tmp" "$version"
     mkdir -p "$dir"
     for f in "$name" "$@"; do mv "$tmp/$f" "$dir/$f"; done
     rm -rf "$tmp"
+    log "built $name $version in $((SECONDS - start))s"
   fi
   link "$name" "$dir"
 }
