@@ -76,28 +76,20 @@ build_etcd() {
   (cd "$ROOT/test/e2e/tools/etcd" &&
     go build -trimpath -ldflags '-s -w' -o "$1/etcd" go.etcd.io/etcd/server/v3)
 }
-build_kube_apiserver() { build_kube_apiserver_from "$ROOT/test/e2e/tools/kube-apiserver" "$1/kube-apiserver" "$2"; }
-build_kube_apiserver_prev() { build_kube_apiserver_from "$ROOT/test/e2e/tools/kube-apiserver-1.32" "$1/kube-apiserver-1.32" "$2"; }
-build_kube_apiserver_from() {
-  local mod=$1 out=$2 v=$3 minor
+build_kube_apiserver() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-apiserver "$1/kube-apiserver" "$2"; }
+build_kube_apiserver_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-apiserver "$1/kube-apiserver-1.32" "$2"; }
+build_kube_controller_manager() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-controller-manager "$1/kube-controller-manager" "$2"; }
+build_kube_controller_manager_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-controller-manager "$1/kube-controller-manager-1.32" "$2"; }
+# build_k8s MODULE COMMAND OUT VERSION: a k8s.io/kubernetes command from a tools
+# module, reporting VERSION as a release build would.
+build_k8s() {
+  local mod=$1 cmd=$2 out=$3 v=$4 minor
   minor=$(echo "$v" | cut -d. -f2)
   local ldf="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf="$ldf -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" k8s.io/kubernetes/cmd/kube-apiserver)
-}
-
-build_kube_controller_manager() { build_kcm_from "$ROOT/test/e2e/tools/kube-apiserver" "$1/kube-controller-manager" "$2"; }
-build_kube_controller_manager_prev() { build_kcm_from "$ROOT/test/e2e/tools/kube-apiserver-1.32" "$1/kube-controller-manager-1.32" "$2"; }
-build_kcm_from() {
-  local mod=$1 out=$2 v=$3 minor
-  minor=$(echo "$v" | cut -d. -f2)
-  local ldf="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldf="$ldf -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  done
-  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" k8s.io/kubernetes/cmd/kube-controller-manager)
+  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" "k8s.io/kubernetes/cmd/$cmd")
 }
 
 # Argo CD's multi-call binary and repoclient (our caller of its repo-server API)

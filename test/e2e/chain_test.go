@@ -75,7 +75,7 @@ func TestRealChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = chart.Uninstall() }()
-	t.Logf("helm install and the injector booted from its Deployment in %s:\n%s", time.Since(t0).Round(time.Millisecond), firstLines(chart.Output, 6))
+	t.Logf("helm install and the injector booted from its Deployment in %s:\n%s", time.Since(t0).Round(time.Millisecond), harness.FirstLines(chart.Output, 6))
 	for _, p := range []string{
 		"/api/v1/namespaces/" + harness.InjectorNamespace + "/serviceaccounts/" + harness.Release,
 		"/api/v1/namespaces/" + harness.InjectorNamespace + "/configmaps/" + harness.Release + "-catalog",
@@ -369,13 +369,6 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func firstLines(s string, n int) string {
-	lines := strings.SplitN(s, "\n", n+1)
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // sortedManifests canonicalises manifests (JSON documents) for comparison:
 // each re-encoded with sorted keys, the list in order.

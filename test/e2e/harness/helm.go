@@ -118,3 +118,12 @@ func (in *Injector) waitReady() error {
 		return resp.StatusCode == 200, fmt.Errorf("/readyz: %s", resp.Status)
 	})
 }
+
+// FirstLines is the first n lines of s (for printing helm's output).
+func FirstLines(s string, n int) string {
+	lines := strings.SplitAfterN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "")
+}

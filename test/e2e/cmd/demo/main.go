@@ -85,7 +85,7 @@ func run() error {
 		return err
 	}
 	defer func() { _ = chart.Uninstall() }()
-	fmt.Print(firstLines(chart.Output, 6))
+	fmt.Print(harness.FirstLines(chart.Output, 6))
 	fmt.Printf("the injector container of the Deployment helm stored is running, webhook at %s\n", chart.Injector.URL())
 
 	step("Argo CD's side: Redis, argocd-cmd-params-cm and an argocd-repo-server Deployment (%s) in namespace argocd", argo.Image())
@@ -194,13 +194,6 @@ func run() error {
 	return nil
 }
 
-func firstLines(s string, n int) string {
-	lines := strings.SplitAfterN(s, "\n", n+1)
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	return strings.Join(lines, "")
-}
 
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ")
