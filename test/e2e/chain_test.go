@@ -369,7 +369,6 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-
 // sortedManifests canonicalises manifests (JSON documents) for comparison:
 // each re-encoded with sorted keys, the list in order.
 func sortedManifests(t *testing.T, ms []string) []string {

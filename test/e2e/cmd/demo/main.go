@@ -194,7 +194,6 @@ func run() error {
 	return nil
 }
 
-
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ")
 }
