@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/certs"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 const testPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"repo","labels":{"cmp-injector.io/inject":"true"},
@@ -233,4 +235,23 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The attack run's review: a 526 KB plugins annotation of empty entries. The
+// answer (and what is logged) must stay a few KB, not the 30.8 MB it was.
+func TestHugeAnnotationDenialIsSmall(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{%q:"true"},"annotations":{%q:%q}},"spec":{"containers":[{"name":"c","image":"i"}]}}`,
+		keys.InjectLabel, keys.PluginsAnnotation, strings.Repeat(",", 526_000))
+	code, out := ts.post(t, "application/json", podReview("u1", "argocd", []byte(pod), false))
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	t.Logf("denial of a %d-byte review: %d bytes", len(pod), len(out))
+	if len(out) > 4<<10 {
+		t.Errorf("the answer is %d bytes", len(out))
+	}
+	if !strings.Contains(string(out), "at most 4096 bytes") {
+		t.Errorf("the answer does not name the limit: %.300s", out)
+	}
 }

@@ -24,6 +24,15 @@ func ParsePlugins(value string) ([]string, []Problem) {
 		bad("is empty; list catalog plugins separated by commas, e.g. \"helm, kustomize\"")
 		return nil, problems
 	}
+	// A list no catalog could satisfy is one problem, not one per entry.
+	if len(value) > MaxPluginsAnnotationBytes {
+		bad("is %d bytes long; at most %d bytes (%d plugins) are accepted", len(value), MaxPluginsAnnotationBytes, MaxPluginsListed)
+		return nil, problems
+	}
+	if n := strings.Count(value, ",") + 1; n > MaxPluginsListed {
+		bad("lists %d entries; at most %d plugins are accepted", n, MaxPluginsListed)
+		return nil, problems
+	}
 	parts := strings.Split(value, ",")
 	names := make([]string, 0, len(parts))
 	seen := make(map[string]bool, len(parts))
@@ -33,9 +42,9 @@ func ParsePlugins(value string) ([]string, []Problem) {
 		case name == "":
 			bad("entry %d is empty", i+1)
 		case strings.ContainsAny(name, " \t\n;|:"):
-			bad("%q is not a plugin name; separate plugins with commas", name)
+			bad("%s is not a plugin name; separate plugins with commas", quoteBounded(name))
 		case len(validation.IsDNS1123Label(name)) > 0:
-			bad("%q is not a valid plugin name (lower-case letters, digits and '-')", name)
+			bad("%s is not a valid plugin name (lower-case letters, digits and '-')", quoteBounded(name))
 		case seen[name]:
 			bad("plugin %q is listed more than once", name)
 		default:

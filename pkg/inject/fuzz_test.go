@@ -13,11 +13,22 @@ import (
 // FuzzParsePlugins: never panics, returns only valid unique names, and a clean
 // parse survives a round trip through its canonical form.
 func FuzzParsePlugins(f *testing.F) {
-	for _, s := range []string{"helm", "helm, kustomize", "", ",", "a,,b", "Helm;x", "a b", "helm,helm", " \t"} {
+	for _, s := range []string{"helm", "helm, kustomize", "", ",", "a,,b", "Helm;x", "a b", "helm,helm", " \t",
+		strings.Repeat(",", MaxPluginsListed), strings.Repeat("x", MaxPluginsAnnotationBytes+1)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
 		names, problems := ParsePlugins(value)
+		// Bounded whatever the input: at most one problem per accepted entry,
+		// and a denial of them stays under the message cap.
+		if len(names) > MaxPluginsListed || len(problems) > MaxPluginsListed {
+			t.Fatalf("%d-byte value gave %d names and %d problems", len(value), len(names), len(problems))
+		}
+		if len(problems) > 0 {
+			if msg := denied(names, problems).Message(); len(msg) > MaxDenyMessageBytes {
+				t.Fatalf("%d-byte value gave a %d-byte denial", len(value), len(msg))
+			}
+		}
 		seen := map[string]bool{}
 		for _, n := range names {
 			if len(validation.IsDNS1123Label(n)) > 0 || seen[n] {

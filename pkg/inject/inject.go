@@ -95,7 +95,7 @@ func checkAnnotations(pod *corev1.Pod, cat *catalog.Catalog, p *plan) []Problem 
 			}
 			if !imageAllowed(v, e.AllowedImages) {
 				problems = append(problems, Problem{ReasonImageNotAllowed, fmt.Sprintf(
-					"image %q for plugin %q is not allowed (allowed: %s)", v, name, listOrNone(e.AllowedImages))})
+					"image %s for plugin %q is not allowed (allowed: %s)", quoteBounded(v), name, listOrNone(e.AllowedImages))})
 				continue
 			}
 			p.images[name] = v

@@ -93,7 +93,7 @@ func (r *Report) Message() string {
 		for i, p := range r.Problems {
 			msgs[i] = p.Message
 		}
-		return DenyPrefix + strings.Join(msgs, "; ")
+		return joinBounded(DenyPrefix, msgs)
 	case Injected:
 		return "injected plugins: " + strings.Join(r.Plugins, ", ")
 	default:
@@ -123,5 +123,5 @@ func denied(plugins []string, problems []Problem) *Report {
 		}
 	}
 	sort.Slice(reasons, func(i, j int) bool { return reasons[i] < reasons[j] })
-	return &Report{Decision: Denied, Reasons: reasons, Problems: problems, Plugins: plugins}
+	return &Report{Decision: Denied, Reasons: reasons, Problems: capProblems(problems), Plugins: plugins}
 }
