@@ -38,7 +38,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 
-	s.metrics.observe(report, req.Namespace, dryRun)
+	s.metrics.observe(report, namespaceLabel(cat, req.Namespace), dryRun)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
 	fields := []zap.Field{
 		zap.String("uid", string(req.UID)),

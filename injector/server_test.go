@@ -255,3 +255,29 @@ func TestHugeAnnotationDenialIsSmall(t *testing.T) {
 		t.Errorf("the answer does not name the limit: %.300s", out)
 	}
 }
+
+// The namespace label of injections is bounded by the catalog's keys: pods in
+// any number of namespaces enabled through "*" make one series.
+func TestInjectedNamespaceLabelIsBounded(t *testing.T) {
+	b, err := os.ReadFile("testdata/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(cat, []byte(strings.Replace(string(b), "namespaces:\n", "namespaces:\n  \"*\": [helm]\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, cat)
+	for i := 0; i < 50; i++ {
+		if r := ts.review(t, podReview(fmt.Sprint("u", i), fmt.Sprint("team-", i+100), []byte(testPod), false)); !r.Allowed || r.Patch == nil {
+			t.Fatalf("not injected: %+v", r)
+		}
+	}
+	ts.review(t, podReview("named", "argocd", []byte(testPod), false))
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	series := grep(metrics, "cmp_injector_injected_total{")
+	want := "cmp_injector_injected_total{namespace=\"*\"} 50\ncmp_injector_injected_total{namespace=\"argocd\"} 1"
+	if strings.TrimSpace(series) != want {
+		t.Errorf("series:\n%s\nwant:\n%s", series, want)
+	}
+}

@@ -139,6 +139,13 @@ func (c *Catalog) Enabled(namespace string) []string {
 	return dedupe(out)
 }
 
+// HasNamespace reports whether the catalog names namespace itself (not only
+// through "*").
+func (c *Catalog) HasNamespace(namespace string) bool {
+	_, ok := c.namespaces[namespace]
+	return ok
+}
+
 // IsEnabled reports whether plugin may be injected in namespace.
 func (c *Catalog) IsEnabled(namespace, plugin string) bool {
 	for _, n := range c.namespaces[namespace] {
