@@ -1,6 +1,7 @@
 package injector
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,7 +18,14 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReviewBytes))
 	if err != nil {
-		s.refuse(w, http.StatusRequestEntityTooLarge, "request body unreadable or larger than "+strconv.Itoa(MaxReviewBytes)+" bytes")
+		// Only a body over the limit is 413; a short or badly chunked one is
+		// the client's malformed request, said as it is.
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.refuse(w, http.StatusRequestEntityTooLarge, "request body larger than "+strconv.Itoa(MaxReviewBytes)+" bytes")
+		} else {
+			s.refuse(w, http.StatusBadRequest, "request body unreadable: "+err.Error())
+		}
 		return
 	}
 	review, err := DecodeReview(r.Header.Get("Content-Type"), body)

@@ -1,10 +1,12 @@
 package injector
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -279,5 +281,38 @@ func TestInjectedNamespaceLabelIsBounded(t *testing.T) {
 	want := "cmp_injector_injected_total{namespace=\"*\"} 50\ncmp_injector_injected_total{namespace=\"argocd\"} 1"
 	if strings.TrimSpace(series) != want {
 		t.Errorf("series:\n%s\nwant:\n%s", series, want)
+	}
+}
+
+// A body that ends before its Content-Length or has a bad chunk is a 400 that
+// says so, not a 413 about the size limit.
+func TestUnreadableBodyIs400(t *testing.T) {
+	ts := startServer(t, "testdata/catalog.yaml")
+	host := strings.TrimPrefix(ts.webhookURL, "https://")
+	for name, req := range map[string]string{
+		"bad chunk": "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+		"short body": "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\"",
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := tls.Dial("tcp", host, ts.client.Transport.(*http.Transport).TLSClientConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			// The short body ends when the client stops sending.
+			_ = conn.CloseWrite()
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "request body unreadable") {
+				t.Errorf("got %d %q, want 400 naming the unreadable body", resp.StatusCode, b)
+			}
+		})
 	}
 }
