@@ -290,7 +290,7 @@ func TestUnreadableBodyIs400(t *testing.T) {
 	ts := startServer(t, "testdata/catalog.yaml")
 	host := strings.TrimPrefix(ts.webhookURL, "https://")
 	for name, req := range map[string]string{
-		"bad chunk": "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+		"bad chunk":  "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
 		"short body": "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\"",
 	} {
 		t.Run(name, func(t *testing.T) {
