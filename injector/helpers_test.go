@@ -38,6 +38,12 @@ type testServer struct {
 
 func startServer(t testing.TB, catalogFile string) *testServer {
 	t.Helper()
+	return startServerWith(t, catalogFile, nil)
+}
+
+// startServerWith is startServer with a chance to change the Config.
+func startServerWith(t testing.TB, catalogFile string, configure func(*Config)) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	b, err := certs.Generate(certs.Options{Service: "cmp-injector", Namespace: "cmp-injector",
 		IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, Validity: time.Hour})
@@ -49,6 +55,9 @@ func startServer(t testing.TB, catalogFile string) *testServer {
 	}
 	cfg := Config{CatalogFile: catalogFile, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
 		Poll: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second}
+	if configure != nil {
+		configure(&cfg)
+	}
 	log := zap.NewNop()
 	if os.Getenv("CMP_TEST_LOG") != "" {
 		log = zap.NewExample()

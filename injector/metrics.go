@@ -27,6 +27,7 @@ type Metrics struct {
 	certExpiry     prometheus.Gauge
 	certReloads    prometheus.Counter
 	certErrors     prometheus.Counter
+	openConns      prometheus.Gauge
 }
 
 // NewMetrics registers every series, plus the Go and process collectors.
@@ -64,9 +65,11 @@ func NewMetrics() *Metrics {
 			Help: "Serving certificates loaded successfully."}),
 		certErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "certificate_reload_errors_total",
 			Help: "Certificate or key files that could not be loaded (the previous pair stays in use)."}),
+		openConns: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "webhook_open_connections",
+			Help: "Connections the webhook port holds (at most --max-connections)."}),
 	}
 	m.Registry.MustRegister(m.requests, m.injected, m.skipped, m.denied, m.duration, m.badRequests, m.panics,
-		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors,
+		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors, m.openConns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

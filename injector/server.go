@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 )
@@ -32,7 +33,15 @@ type Config struct {
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds the wait for in-flight reviews.
 	ShutdownTimeout time.Duration
+	// MaxConnections caps the connections the webhook port holds at once; more
+	// wait in the listen backlog. Zero means DefaultMaxConnections.
+	MaxConnections int
 }
+
+// DefaultMaxConnections is far above what API servers open (a few each, over
+// HTTP/1.1 keep-alive) and bounds memory: an attack run held 5,000 idle
+// connections at 250 MB of the chart's 256 Mi limit, about 50 KB each.
+const DefaultMaxConnections = 1024
 
 // Server is the webhook. Its zero value is not usable; build it with New.
 type Server struct {
@@ -139,6 +148,17 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// countConns keeps the open-connections gauge: every connection starts New
+// and ends Closed or Hijacked exactly once.
+func (s *Server) countConns(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		s.metrics.openConns.Inc()
+	case http.StateClosed, http.StateHijacked:
+		s.metrics.openConns.Dec()
+	}
+}
+
 // TLSConfig serves the reloaded certificate with TLS 1.2 or later.
 func (s *Server) TLSConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
@@ -176,11 +196,20 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 	errLog := zap.NewStdLog(s.log.Named("http"))
 	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10}
-	ms := &http.Server{Handler: s.MetricsHandler(), ErrorLog: errLog, ReadHeaderTimeout: 10 * time.Second}
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns}
+	// Scrapers and probes get the same bounds: an idle connection closes.
+	ms := &http.Server{Handler: s.MetricsHandler(), ErrorLog: errLog, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second,
+		MaxHeaderBytes: 64 << 10}
 
+	maxConns := s.cfg.MaxConnections
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConnections
+	}
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(tls.NewListener(webhookLn, hs.TLSConfig)) }()
+	go func() {
+		errc <- hs.Serve(tls.NewListener(netutil.LimitListener(webhookLn, maxConns), hs.TLSConfig))
+	}()
 	go func() { errc <- ms.Serve(metricsLn) }()
 	s.log.Info("serving", zap.String("webhook", webhookLn.Addr().String()), zap.String("metrics", metricsLn.Addr().String()))
 

@@ -316,3 +316,52 @@ func TestUnreadableBodyIs400(t *testing.T) {
 		})
 	}
 }
+
+// Idle connections beyond --max-connections wait to be accepted instead of
+// each holding memory; the gauge never passes the cap, and a freed slot lets
+// the next one in.
+func TestWebhookConnectionsAreCapped(t *testing.T) {
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.MaxConnections = 2 })
+	host := strings.TrimPrefix(ts.webhookURL, "https://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	open := func() string {
+		_, m := ts.get(t, ts.metricsURL+"/metrics")
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "cmp_injector_webhook_open_connections ") {
+				return l
+			}
+		}
+		return ""
+	}
+	waitFor := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); open() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("open connections: %q, want %q", open(), want)
+			}
+		}
+	}
+	waitFor("cmp_injector_webhook_open_connections 2")
+	conns[0].Close()
+	waitFor("cmp_injector_webhook_open_connections 2")
+	for _, c := range conns[1:] {
+		c.Close()
+	}
+	waitFor("cmp_injector_webhook_open_connections 0")
+	// Still answering reviews.
+	if r := ts.review(t, podReview("u", "argocd", []byte(testPod), false)); !r.Allowed {
+		t.Errorf("review after the connection storm: %+v", r)
+	}
+}
