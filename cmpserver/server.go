@@ -20,6 +20,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Options configure a Server. Zero values take the defaults noted.
@@ -40,6 +41,9 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// MetricsAddr, if set, serves /healthz, /readyz and /metrics over HTTP.
 	MetricsAddr string
+	// MetricsTimeouts bound that listener's connections (zero fields:
+	// serving.DefaultTimeouts).
+	MetricsTimeouts serving.Timeouts
 	Logger      *zap.Logger
 	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
 	// names, any case; "" takes its defaults info and json). Every command sees
@@ -165,7 +169,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			lis.Close()
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
-		httpSrv = &http.Server{Handler: s.metrics.httpHandler(&s.ready), ReadHeaderTimeout: 10 * time.Second}
+		httpSrv = serving.MetricsServer(s.metrics.httpHandler(&s.ready), s.opts.MetricsTimeouts, nil)
 		addr := hl.Addr().String()
 		s.httpAddr.Store(&addr)
 		go func() { _ = httpSrv.Serve(hl) }()

@@ -19,6 +19,8 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 const discoveryPlugin = `apiVersion: argoproj.io/v1alpha1
@@ -596,4 +598,15 @@ func concurrently(t *testing.T, n int, fn func(i int) error) {
 			t.Error(err)
 		}
 	}
+}
+
+// The metrics port closes idle keep-alive connections (it had only a header
+// timeout, so they stayed open forever).
+func TestMetricsIdleConnectionsClose(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, discoveryPlugin, func(o *Options) {
+		o.MetricsAddr = "127.0.0.1:0"
+		o.MetricsTimeouts = serving.Timeouts{Idle: 100 * time.Millisecond}
+	})
+	servingtest.ExpectIdleClose(t, ts.srv.MetricsAddr(), 5*time.Second)
 }

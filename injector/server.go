@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Config is everything `cmp-injector serve` takes.
@@ -33,6 +34,9 @@ type Config struct {
 	ShutdownDelay time.Duration
 	// ShutdownTimeout bounds the wait for in-flight reviews.
 	ShutdownTimeout time.Duration
+	// MetricsTimeouts bound the metrics port's connections (zero fields:
+	// serving.DefaultTimeouts).
+	MetricsTimeouts serving.Timeouts
 	// MaxConnections caps the connections the webhook port holds at once; more
 	// wait in the listen backlog. Zero means DefaultMaxConnections.
 	MaxConnections int
@@ -197,10 +201,7 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns}
-	// Scrapers and probes get the same bounds: an idle connection closes.
-	ms := &http.Server{Handler: s.MetricsHandler(), ErrorLog: errLog, ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second,
-		MaxHeaderBytes: 64 << 10}
+	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
 
 	maxConns := s.cfg.MaxConnections
 	if maxConns <= 0 {

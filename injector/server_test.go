@@ -20,6 +20,8 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/certs"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 const testPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"repo","labels":{"cmp-injector.io/inject":"true"},
@@ -364,4 +366,11 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 	if r := ts.review(t, podReview("u", "argocd", []byte(testPod), false)); !r.Allowed {
 		t.Errorf("review after the connection storm: %+v", r)
 	}
+}
+
+// The metrics port closes idle keep-alive connections (it had only a header
+// timeout, so they stayed open forever).
+func TestMetricsIdleConnectionsClose(t *testing.T) {
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.MetricsTimeouts = serving.Timeouts{Idle: 100 * time.Millisecond} })
+	servingtest.ExpectIdleClose(t, strings.TrimPrefix(ts.metricsURL, "http://"), 5*time.Second)
 }
