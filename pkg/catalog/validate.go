@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
@@ -52,6 +51,8 @@ func validateHeader(p *problems, f *File) {
 func validateDefaults(p *problems, d *Defaults) {
 	if d.CopyImage == "" {
 		p.addf("defaults.copyImage", "required")
+	} else if _, err := ParseImage(d.CopyImage); err != nil {
+		p.addf("defaults.copyImage", "%v", err)
 	}
 	validPullPolicy(p, "defaults.copyImagePullPolicy", d.CopyImagePullPolicy)
 	if d.RunAsUser != nil && *d.RunAsUser <= 0 {
@@ -78,11 +79,13 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 	}
 	if pl.Image == "" {
 		p.addf(field+".image", "required")
+	} else if _, err := ParseImage(pl.Image); err != nil {
+		p.addf(field+".image", "%v", err)
 	}
 	validPullPolicy(p, field+".imagePullPolicy", pl.ImagePullPolicy)
 	for i, pat := range pl.AllowedImages {
-		if _, err := path.Match(pat, ""); err != nil || pat == "" {
-			p.addf(fmt.Sprintf("%s.allowedImages[%d]", field, i), "invalid pattern %q", pat)
+		if _, err := parseImagePattern(pat); err != nil {
+			p.addf(fmt.Sprintf("%s.allowedImages[%d]", field, i), "%v", err)
 		}
 	}
 	for i, e := range pl.Env {

@@ -93,7 +93,14 @@ func checkAnnotations(pod *corev1.Pod, cat *catalog.Catalog, p *plan) []Problem 
 			if e == nil {
 				continue // already reported as unknown
 			}
-			if !imageAllowed(v, e.AllowedImages) {
+			ok, err := catalog.ImageAllowed(v, e.AllowedImages)
+			if err != nil {
+				// Say what is wrong without echoing the whole value.
+				problems = append(problems, Problem{ReasonImageNotAllowed, fmt.Sprintf(
+					"image %s for plugin %q is not a valid image reference", quoteBounded(v), name)})
+				continue
+			}
+			if !ok {
 				problems = append(problems, Problem{ReasonImageNotAllowed, fmt.Sprintf(
 					"image %s for plugin %q is not allowed (allowed: %s)", quoteBounded(v), name, listOrNone(e.AllowedImages))})
 				continue
@@ -102,15 +109,6 @@ func checkAnnotations(pod *corev1.Pod, cat *catalog.Catalog, p *plan) []Problem 
 		}
 	}
 	return problems
-}
-
-func imageAllowed(image string, patterns []string) bool {
-	for _, pat := range patterns {
-		if ok, _ := path.Match(pat, image); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // checkCollisions refuses to add a container or volume whose name the pod

@@ -80,3 +80,18 @@ func TestDenyMessageIsBounded(t *testing.T) {
 		t.Errorf("message does not say it was cut: …%s", msg[len(msg)-120:])
 	}
 }
+
+// Overrides the attack run got admitted and stored: a newline and an empty tag
+// matched "alpine/helm:*" as strings. Parsed as image references, they are not
+// images at all.
+func TestInvalidImageOverridesAreDenied(t *testing.T) {
+	for _, image := range []string{"alpine/helm:3\nevil", "alpine/helm:", "alpine/helm:\xff"} {
+		r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm", keys.ImageAnnotationPrefix + "helm": image}, nil), "argocd", testCat(t))
+		if r.Decision != Denied || r.Problems[0].Reason != ReasonImageNotAllowed || !strings.Contains(r.Message(), "not a valid image reference") {
+			t.Errorf("override %q: %s %v", image, r.Decision, r.Problems)
+		}
+	}
+	if r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm", keys.ImageAnnotationPrefix + "helm": "docker.io/alpine/helm:3.17"}, nil), "argocd", testCat(t)); r.Decision != Injected {
+		t.Errorf("a valid override in its normalized form was %s: %v", r.Decision, r.Problems)
+	}
+}
