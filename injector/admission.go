@@ -63,15 +63,16 @@ func DecodeReview(contentType string, body []byte) (*admissionv1.AdmissionReview
 
 var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-// Review decides one admission request. It returns the response to send and
-// the report behind it (nil when the request was not a pod creation, or no
-// catalog is loaded, in which case the response alone says why).
-func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog) (*admissionv1.AdmissionResponse, *inject.Report) {
+// Review decides one admission request: pod CREATEs are injected (or their
+// owned parts checked when already injected), pod UPDATEs checked against the
+// catalog unless trusted(username) says the user is the injector itself. It
+// returns the response to send and the report behind it.
+func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted func(username string) bool) (*admissionv1.AdmissionResponse, *inject.Report) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	if req.Resource != podResource || req.SubResource != "" {
 		return resp, skippedBy(inject.ReasonNotPod)
 	}
-	if req.Operation != admissionv1.Create {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return resp, skippedBy(inject.ReasonNotCreate)
 	}
 	if cat == nil {
@@ -82,16 +83,22 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog) (*admission
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-			Message: inject.DenyPrefix + "cannot decode the pod: " + err.Error()}
-		return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonMalformedPod}}
+		return malformed(resp, "cannot decode the pod: "+err.Error())
 	}
-	ns := req.Namespace
-	if ns == "" {
-		ns = pod.Namespace
+	var report *inject.Report
+	if req.Operation == admissionv1.Update {
+		var old corev1.Pod
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return malformed(resp, "cannot decode the pod before the update: "+err.Error())
+		}
+		report = inject.Update(&old, &pod, cat, trusted != nil && trusted(req.UserInfo.Username))
+	} else {
+		ns := req.Namespace
+		if ns == "" {
+			ns = pod.Namespace
+		}
+		report = inject.Inject(&pod, ns, cat)
 	}
-	report := inject.Inject(&pod, ns, cat)
 	switch report.Decision {
 	case inject.Injected:
 		pt := admissionv1.PatchTypeJSONPatch
@@ -101,6 +108,13 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog) (*admission
 		resp.Result = &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: report.Message()}
 	}
 	return resp, report
+}
+
+func malformed(resp *admissionv1.AdmissionResponse, msg string) (*admissionv1.AdmissionResponse, *inject.Report) {
+	resp.Allowed = false
+	resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+		Message: inject.DenyPrefix + msg}
+	return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonMalformedPod}}
 }
 
 func skippedBy(r inject.Reason) *inject.Report {

@@ -31,7 +31,7 @@ func FuzzDecodeReview(f *testing.F) {
 		if review.Request == nil || review.Request.UID == "" {
 			t.Fatal("accepted a review without request or uid")
 		}
-		resp, report := Review(review.Request, cat)
+		resp, report := Review(review.Request, cat, nil)
 		if resp.UID != review.Request.UID || report == nil {
 			t.Fatal("response lost the uid or the report")
 		}

@@ -36,7 +36,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 	cat := s.catalog.Current()
-	resp, report := Review(req, cat)
+	resp, report := Review(req, cat, s.trusted)
 	dryRun := req.DryRun != nil && *req.DryRun
 	out, err := encodeResponse(resp)
 	if err != nil {

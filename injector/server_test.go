@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"go.uber.org/zap"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cmp-injector/cmp-injector/certs"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -66,7 +70,13 @@ func TestMutateRefusesBadRequests(t *testing.T) {
 
 func TestNonCreateAndNonPodPassUntouched(t *testing.T) {
 	ts := startServer(t, "testdata/catalog.yaml")
+	del := bytes.Replace(podReview("u", "argocd", []byte(testPod), false), []byte(`"CREATE"`), []byte(`"DELETE"`), 1)
+	if r := ts.review(t, del); !r.Allowed || r.Patch != nil {
+		t.Errorf("DELETE: %+v", r)
+	}
+	// An UPDATE of a pod the injector never injected is none of its business.
 	update := bytes.Replace(podReview("u", "argocd", []byte(testPod), false), []byte(`"CREATE"`), []byte(`"UPDATE"`), 1)
+	update = bytes.Replace(update, []byte(`"object":`), []byte(`"oldObject":`+testPod+`,"object":`), 1)
 	if r := ts.review(t, update); !r.Allowed || r.Patch != nil {
 		t.Errorf("UPDATE: %+v", r)
 	}
@@ -75,7 +85,7 @@ func TestNonCreateAndNonPodPassUntouched(t *testing.T) {
 		t.Errorf("services: %+v", r)
 	}
 	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
-	for _, want := range []string{`cmp_injector_skipped_total{reason="not_create"} 1`, `cmp_injector_skipped_total{reason="not_pod"} 1`} {
+	for _, want := range []string{`cmp_injector_skipped_total{reason="not_create"} 1`, `cmp_injector_skipped_total{reason="not_injected"} 1`, `cmp_injector_skipped_total{reason="not_pod"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("missing %s", want)
 		}
@@ -373,4 +383,54 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 func TestMetricsIdleConnectionsClose(t *testing.T) {
 	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.MetricsTimeouts = serving.Timeouts{Idle: 100 * time.Millisecond} })
 	servingtest.ExpectIdleClose(t, strings.TrimPrefix(ts.metricsURL, "http://"), 5*time.Second)
+}
+
+// UPDATEs of an injected pod: an image the catalog does not allow is denied,
+// unless the injector's own service account sends it; other changes pass.
+func TestUpdateReviews(t *testing.T) {
+	const self = "system:serviceaccount:cmp-injector:cmp-injector"
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.TrustedUsers = []string{self} })
+	r := ts.review(t, podReview("create", "argocd", []byte(testPod), false))
+	if r.Patch == nil {
+		t.Fatalf("not injected: %+v", r)
+	}
+	stored, err := jsonpatch.DecodePatch(r.Patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := stored.Apply([]byte(testPod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := bytes.Replace(old, []byte(`"image":"alpine/helm:3.16.2"`), []byte(`"image":"evil/anything:1"`), 1)
+	if bytes.Equal(evil, old) {
+		t.Fatalf("no helm image in %s", old)
+	}
+	update := func(uid, user string, newPod []byte) *admissionv1.AdmissionResponse {
+		var rev admissionv1.AdmissionReview
+		if err := json.Unmarshal(podReview(uid, "argocd", newPod, false), &rev); err != nil {
+			t.Fatal(err)
+		}
+		rev.Request.Operation = admissionv1.Update
+		rev.Request.OldObject = runtime.RawExtension{Raw: old}
+		rev.Request.UserInfo.Username = user
+		b, _ := json.Marshal(&rev)
+		return ts.review(t, b)
+	}
+	if r := update("u1", "mallory", evil); r.Allowed || !strings.Contains(r.Result.Message, `image "evil/anything:1" of container "cmp-helm" is not allowed`) {
+		t.Errorf("evil image admitted: %+v", r.Result)
+	}
+	if r := update("u2", self, evil); !r.Allowed || r.Patch != nil {
+		t.Errorf("the injector's own update refused: %+v", r.Result)
+	}
+	relabelled := bytes.Replace(old, []byte(`"labels":{`), []byte(`"labels":{"team":"a",`), 1)
+	if r := update("u3", "mallory", relabelled); !r.Allowed || r.Patch != nil {
+		t.Errorf("a label change refused: %+v", r.Result)
+	}
+	_, metrics := ts.get(t, ts.metricsURL+"/metrics")
+	for _, want := range []string{`cmp_injector_denied_total{reason="image_not_allowed"} 1`, `cmp_injector_skipped_total{reason="trusted_user"} 1`, `cmp_injector_skipped_total{reason="owned_unchanged"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }

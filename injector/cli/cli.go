@@ -102,6 +102,8 @@ func serve(args []string) error {
 	fs.DurationVar(&cfg.Poll, "poll-interval", 5*time.Second, "how often catalog and certificate files are checked for changes")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 3*time.Second, "time to keep serving, not ready, after SIGTERM")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "longest wait for in-flight reviews on shutdown")
+	var trusted stringList
+	fs.Var(&trusted, "trusted-user", "user allowed to change what the injector owns in a pod on UPDATE, e.g. its own service account (repeatable)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; more wait to be accepted")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
@@ -111,6 +113,7 @@ func serve(args []string) error {
 	if cfg.CatalogFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
 		return usageError("serve: --catalog, --tls-cert-file and --tls-key-file are required")
 	}
+	cfg.TrustedUsers = trusted
 	if cfg.MaxConnections < 1 {
 		return usageError(fmt.Sprintf("serve: --max-connections must be at least 1, got %d", cfg.MaxConnections))
 	}

@@ -20,8 +20,11 @@ func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
 		return skipped(ReasonNotLabelled)
 	}
 	if _, done := pod.Annotations[keys.StatusAnnotation]; done {
-		// Whatever is there was decided by an earlier pass (or by the offline
-		// CLI); injecting again must not change it.
+		// An earlier pass (or the offline CLI) injected it; injecting again
+		// must not change it, but what it owns must still be the catalog's.
+		if problems := verifyOwned(pod, cat); len(problems) > 0 {
+			return denied(nil, problems)
+		}
 		return skipped(ReasonAlreadyInjected)
 	}
 	plan, problems := resolve(pod, namespace, cat)

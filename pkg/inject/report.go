@@ -29,9 +29,17 @@ const (
 	ReasonNotLabelled     Reason = "not_labelled"
 	ReasonAlreadyInjected Reason = "already_injected"
 	// ReasonNotCreate and ReasonNotPod are used by the webhook for requests it
-	// does not mutate (updates, other resources, subresources).
+	// does not decide (deletes and connects, other resources, subresources).
 	ReasonNotCreate Reason = "not_create"
 	ReasonNotPod    Reason = "not_pod"
+	// ReasonNotInjected: an UPDATE of a pod the injector does not own.
+	ReasonNotInjected Reason = "not_injected"
+	// ReasonOwnedUnchanged: an UPDATE that leaves what the injector owns as
+	// it was, or changes it only to what the catalog allows.
+	ReasonOwnedUnchanged Reason = "owned_unchanged"
+	// ReasonTrustedUser: an UPDATE by a user the injector trusts (its own
+	// service account, which keeps pods current with the catalog).
+	ReasonTrustedUser Reason = "trusted_user"
 )
 
 // Deny reasons: the pod is rejected with a message naming every problem.
@@ -41,6 +49,9 @@ const (
 	ReasonImageNotAllowed     Reason = "image_not_allowed"
 	ReasonMalformedAnnotation Reason = "malformed_annotation"
 	ReasonNameCollision       Reason = "name_collision"
+	// ReasonNotCatalog: what the injector owns in a pod (a config annotation,
+	// a sidecar image, the status) differs from what the catalog allows.
+	ReasonNotCatalog Reason = "not_catalog"
 	// ReasonNoCatalog and ReasonMalformedPod are used by the webhook: no valid
 	// catalog is loaded yet, or the object in the review is not a pod.
 	ReasonNoCatalog    Reason = "no_catalog"

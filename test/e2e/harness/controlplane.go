@@ -90,7 +90,9 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 		return nil, err
 	}
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(cp.Token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+	// A second user with no rights but those RBAC gives it (PodEditor).
+	users := cp.Token + ",admin,admin-uid,system:masters\n" + podEditorToken + "," + PodEditor + ",pod-editor-uid\n"
+	if err := os.WriteFile(tokens, []byte(users), 0o600); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -136,6 +138,20 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 		return nil, err
 	}
 	return cp, nil
+}
+
+// PodEditor is a user the apiserver knows with no rights of its own: tests
+// grant it what they need with RBAC (ClientAs).
+const PodEditor = "pod-editor"
+
+const podEditorToken = "e2e-pod-editor-token"
+
+// ClientAs is a REST client authenticated as PodEditor.
+func (cp *ControlPlane) ClientAs(user string) *Client {
+	if user != PodEditor {
+		panic("unknown user " + user)
+	}
+	return &Client{base: cp.URL, token: podEditorToken, http: cp.HTTPClient()}
 }
 
 // APIServerTool is the bin/ name of the kube-apiserver to run: E2E_KUBE_APISERVER

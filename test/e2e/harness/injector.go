@@ -27,8 +27,10 @@ type Injector struct {
 	CAFile     string
 	Port       int
 	MetricsURL string
-	proc       *Process
-	logTo      io.Writer
+	// ExtraArgs are added to `cmp-injector serve` by Start.
+	ExtraArgs []string
+	proc      *Process
+	logTo     io.Writer
 }
 
 // NewInjector makes a serving certificate for 127.0.0.1 with `cmp-injector certs`
@@ -85,12 +87,12 @@ func (in *Injector) Start() error {
 		return err
 	}
 	in.MetricsURL = fmt.Sprintf("http://127.0.0.1:%d", mport)
-	in.proc, err = Start("cmp-injector", []string{in.Bin, "serve",
+	in.proc, err = Start("cmp-injector", append([]string{in.Bin, "serve",
 		"--catalog", in.Catalog, "--tls-cert-file", in.CertFile, "--tls-key-file", in.KeyFile,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", in.Port), "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
 		// No load balancer needs time to take us out of rotation here.
 		"--shutdown-delay", "0s",
-	}, nil, in.Dir, in.logTo)
+	}, in.ExtraArgs...), nil, in.Dir, in.logTo)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,170 @@
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// What the injector owns in a pod (its status annotation, the config
+// annotations projected into the sidecars, the images of its containers) stays
+// what the catalog says: an attack run changed a running pod's cmp-helm image
+// and its plugin.yaml annotation with nothing but pod patch rights, and a pod
+// pre-rendered by `cmp-injector inject` then edited was admitted as it was.
+
+// verifyOwned checks an injected pod's owned parts against the catalog: each
+// config annotation equals its plugin's config, each owned container runs the
+// catalog's image or one its allowedImages allow, and the copy container the
+// catalog's copy image.
+func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
+	st, problems := ownedStatus(pod)
+	if st == nil {
+		return problems
+	}
+	for _, k := range sortedAnnotationKeys(pod.Annotations) {
+		if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) {
+			problems = append(problems, checkConfig(k, pod.Annotations[k], cat)...)
+		}
+	}
+	for _, c := range ownedContainers(pod, st) {
+		problems = append(problems, checkImage(c, cat)...)
+	}
+	return problems
+}
+
+// Update decides an UPDATE of a pod: changes to what the injector owns must
+// keep it as the catalog allows; everything else is the pod owner's business.
+// trusted is true for the injector's own service account.
+func Update(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Report {
+	_, oldOwned := oldPod.Annotations[keys.StatusAnnotation]
+	_, newOwned := newPod.Annotations[keys.StatusAnnotation]
+	if !oldOwned && !newOwned {
+		// Pod volumes are immutable: a pod injected by no one has no
+		// sidecar or projection that an annotation could reach.
+		return skipped(ReasonNotInjected)
+	}
+	if trusted {
+		return skipped(ReasonTrustedUser)
+	}
+	var problems []Problem
+	if oldPod.Annotations[keys.StatusAnnotation] != newPod.Annotations[keys.StatusAnnotation] {
+		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+			"annotation %q is written by cmp-injector and must not be changed or removed", keys.StatusAnnotation)})
+	}
+	for _, k := range changedConfigKeys(oldPod.Annotations, newPod.Annotations) {
+		v, ok := newPod.Annotations[k]
+		if !ok {
+			problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+				"annotation %q is written by cmp-injector and must not be removed", k)})
+			continue
+		}
+		problems = append(problems, checkConfig(k, v, cat)...)
+	}
+	st, stProblems := ownedStatus(oldPod)
+	if st == nil {
+		return denied(nil, append(problems, stProblems...))
+	}
+	old := map[string]string{}
+	for _, c := range ownedContainers(oldPod, st) {
+		old[c.Name] = c.Image
+	}
+	for _, c := range ownedContainers(newPod, st) {
+		if c.Image != old[c.Name] {
+			problems = append(problems, checkImage(c, cat)...)
+		}
+	}
+	if len(problems) > 0 {
+		return denied(st.Plugins, problems)
+	}
+	return skipped(ReasonOwnedUnchanged)
+}
+
+// ownedStatus reads the status annotation, or says why it cannot be read.
+func ownedStatus(pod *corev1.Pod) (*Status, []Problem) {
+	var st Status
+	if err := json.Unmarshal([]byte(pod.Annotations[keys.StatusAnnotation]), &st); err != nil {
+		return nil, []Problem{{ReasonNotCatalog, fmt.Sprintf("annotation %q is not the status cmp-injector writes: %s",
+			keys.StatusAnnotation, quoteBounded(err.Error()))}}
+	}
+	return &st, nil
+}
+
+// ownedContainers are the pod's containers and init containers the status
+// names.
+func ownedContainers(pod *corev1.Pod, st *Status) []corev1.Container {
+	owned := map[string]bool{}
+	for _, n := range append(append([]string{}, st.Containers...), st.InitContainers...) {
+		owned[n] = true
+	}
+	var out []corev1.Container
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			if owned[c.Name] {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// checkConfig: a config annotation must carry its plugin's catalog config.
+func checkConfig(key, value string, cat *catalog.Catalog) []Problem {
+	name := strings.TrimPrefix(key, keys.ConfigAnnotationPrefix)
+	e := cat.Plugins[name]
+	if e == nil || e.InlineYAML == "" || e.Config.ConfigMap != nil {
+		return []Problem{{ReasonNotCatalog, fmt.Sprintf(
+			"annotation %q is not a config the catalog gives (plugin %q has no inline config in catalog revision %s)", key, name, cat.Revision)}}
+	}
+	if value != e.InlineYAML {
+		return []Problem{{ReasonNotCatalog, fmt.Sprintf(
+			"annotation %q differs from plugin %q's config in catalog revision %s; only cmp-injector writes it (re-render pre-injected pods with cmp-injector inject)", key, name, cat.Revision)}}
+	}
+	return nil
+}
+
+// checkImage: the copy container runs the catalog's copy image, a plugin's
+// sidecar the plugin's image or one its allowedImages allow.
+func checkImage(c corev1.Container, cat *catalog.Catalog) []Problem {
+	if c.Name == keys.CopyInitContainer {
+		if c.Image != cat.Defaults.CopyImage {
+			return []Problem{{ReasonImageNotAllowed, fmt.Sprintf(
+				"container %q must run the catalog's copy image %q, not %s", c.Name, cat.Defaults.CopyImage, quoteBounded(c.Image))}}
+		}
+		return nil
+	}
+	name := strings.TrimPrefix(c.Name, keys.SidecarPrefix)
+	e := cat.Plugins[name]
+	if e == nil {
+		return []Problem{{ReasonNotCatalog, fmt.Sprintf("container %q belongs to plugin %q, which is not in the catalog", c.Name, name)}}
+	}
+	if c.Image == e.Image {
+		return nil
+	}
+	ok, err := catalog.ImageAllowed(c.Image, e.AllowedImages)
+	if err != nil || !ok {
+		return []Problem{{ReasonImageNotAllowed, fmt.Sprintf(
+			"image %s of container %q is not allowed for plugin %q (catalog image %s, allowed: %s)",
+			quoteBounded(c.Image), c.Name, name, e.Image, listOrNone(e.AllowedImages))}}
+	}
+	return nil
+}
+
+// changedConfigKeys are the config annotations added, changed or removed.
+func changedConfigKeys(oldAnn, newAnn map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range []map[string]string{oldAnn, newAnn} {
+		for _, k := range sortedAnnotationKeys(m) {
+			if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) && !seen[k] && oldAnn[k] != newAnn[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}

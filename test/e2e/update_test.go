@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// TestUpdatesOfInjectedPods: a user who may only create and patch pods cannot
+// change what the injector owns in them (a sidecar's image, its plugin.yaml
+// annotation), nor create a pre-injected pod whose owned parts were edited; the
+// injector's own identity (--trusted-user) can, and ordinary changes pass.
+func TestUpdatesOfInjectedPods(t *testing.T) {
+	dir := t.TempDir()
+	in, err := harness.NewInjector(env.bins["cmp-injector"], dir, catalogFor(t, true, map[string][]string{"*": {"helm"}}), env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The admin plays the injector's own service account.
+	in.ExtraArgs = []string{"--trusted-user=admin"}
+	if err := in.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Stop() })
+	installWebhook(t, in)
+	ns := newNamespace(t, "upd", enabledNS)
+	waitActive(t, ns)
+
+	admin := env.cp.Client()
+	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
+		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "patch"}}}}
+	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
+	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
+		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	editor := env.cp.ClientAs(harness.PodEditor)
+
+	pod := loadPod(t, "repo-server-pod.yaml")
+	var created *harness.APIError
+	err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		_, err := editor.CreatePod(ns, pod.DeepCopy(), false)
+		// RBAC bindings reach the authorizer's cache shortly after creation.
+		if asAPIErr(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
+			return false, err
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
+	for _, tc := range []struct {
+		name, patch string
+		allowed     bool
+		want        string
+	}{
+		{"sidecar image", `{"spec":{"initContainers":[{"name":"cmp-helm","image":"evil/anything:1"}]}}`, false,
+			`image "evil/anything:1" of container "cmp-helm" is not allowed`},
+		{"config annotation", fmt.Sprintf(`{"metadata":{"annotations":{%q:"kind: ConfigManagementPlugin\nspec: {generate: {command: [sh, -c, id]}}"}}}`,
+			keys.ConfigAnnotationPrefix+"helm"), false, `differs from plugin "helm"'s config`},
+		{"status annotation", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, keys.StatusAnnotation), false, "must not be changed or removed"},
+		{"a label", `{"metadata":{"labels":{"team":"a"}}}`, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := editor.StrategicPatch(podPath, []byte(tc.patch))
+			if tc.allowed {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var apiErr *harness.APIError
+			if !asAPIErr(err, &apiErr) || !strings.Contains(apiErr.Message, tc.want) {
+				t.Fatalf("patch %s: %v, want a denial containing %q", tc.patch, err, tc.want)
+			}
+			t.Logf("denied: %s", apiErr.Message)
+		})
+	}
+	t.Run("the injector's own identity may update", func(t *testing.T) {
+		if err := admin.StrategicPatch(podPath, []byte(`{"spec":{"initContainers":[{"name":"cmp-helm","image":"evil/anything:1"}]}}`)); err != nil {
+			t.Fatalf("trusted user refused: %v", err)
+		}
+	})
+
+	t.Run("an edited pre-injected pod is checked on create", func(t *testing.T) {
+		out, err := exec.Command(env.bins["cmp-injector"], "inject", "--catalog", in.Catalog, "--namespace", ns,
+			"-f", filepath.Join("testdata", "repo-server-pod.yaml")).Output()
+		if err != nil {
+			t.Fatalf("cmp-injector inject: %v", err)
+		}
+		pre := loadPod(t, "repo-server-pod.yaml")
+		if err := yaml.Unmarshal(out, pre); err != nil {
+			t.Fatal(err)
+		}
+		pre.Name = "pre-rendered"
+		if _, err := editor.CreatePod(ns, pre.DeepCopy(), true); err != nil {
+			t.Fatalf("untouched pre-injected pod refused: %v", err)
+		}
+		pre.Annotations[keys.ConfigAnnotationPrefix+"helm"] += "\n# edited after rendering\n"
+		_, err = editor.CreatePod(ns, pre, false)
+		var apiErr *harness.APIError
+		if !asAPIErr(err, &apiErr) || !strings.Contains(apiErr.Message, `differs from plugin "helm"'s config`) {
+			t.Fatalf("edited pre-injected pod: %v", err)
+		}
+	})
+}
