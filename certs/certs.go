@@ -1,6 +1,8 @@
 // Package certs creates the webhook's serving certificate: a private ECDSA
 // P-256 CA and a leaf for the Service's DNS names, as files or as a
-// kubernetes.io/tls Secret.
+// kubernetes.io/tls Secret. A kept CA signs later leaves, so rotating the leaf
+// never changes what the API server trusts; rotating the CA hands out a bundle
+// of the new and the old CA for the switch.
 package certs
 
 import (
@@ -45,42 +47,27 @@ func (o Options) Names() []string {
 
 // Generate issues a new CA and a serving certificate signed by it.
 func Generate(o Options) (*Bundle, error) {
-	if o.Service == "" || o.Namespace == "" {
-		return nil, errors.New("service and namespace are required")
+	ca, err := NewCA(o)
+	if err != nil {
+		return nil, err
 	}
-	if o.Validity <= 0 {
-		return nil, errors.New("validity must be positive")
-	}
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	// Back-date a little so a skewed API server clock accepts the cert at once.
-	notBefore, notAfter := now.Add(-5*time.Minute), now.Add(o.Validity)
+	return ca.Issue(o)
+}
 
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
+// Issue signs a new serving certificate for o's names with the CA. Its
+// validity ends with the CA's at the latest; the bundle's CA is the CA's PEM
+// plus any previous CA it still trusts (Trusted).
+func (ca *CA) Issue(o Options) (*Bundle, error) {
+	if err := o.check(); err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "cmp-injector CA " + o.Service + "." + o.Namespace},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
+	notBefore, notAfter := o.window()
+	if !notAfter.Before(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
+	if !notAfter.After(notBefore.Add(5 * time.Minute)) {
+		return nil, fmt.Errorf("the CA %q expires %s: rotate the CA (--rotate-ca)", ca.Cert.Subject.CommonName, ca.Cert.NotAfter.Format(time.RFC3339))
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -96,7 +83,7 @@ func Generate(o Options) (*Bundle, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &key.PublicKey, caKey)
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -105,10 +92,30 @@ func Generate(o Options) (*Bundle, error) {
 		return nil, err
 	}
 	return &Bundle{
-		CA:   pemBlock("CERTIFICATE", caDER),
+		CA:   append(append([]byte{}, ca.CertPEM...), ca.Trusted...),
 		Cert: pemBlock("CERTIFICATE", leafDER),
 		Key:  pemBlock("EC PRIVATE KEY", keyDER),
 	}, nil
+}
+
+func (o Options) check() error {
+	if o.Service == "" || o.Namespace == "" {
+		return errors.New("service and namespace are required")
+	}
+	if o.Validity <= 0 {
+		return errors.New("validity must be positive")
+	}
+	return nil
+}
+
+// window is o's validity, back-dated a little so a skewed API server clock
+// accepts a new certificate at once.
+func (o Options) window() (notBefore, notAfter time.Time) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return now.Add(-5 * time.Minute), now.Add(o.Validity)
 }
 
 func serial() *big.Int {
@@ -125,16 +132,27 @@ func pemBlock(typ string, der []byte) []byte {
 
 // WriteFiles writes ca.crt, tls.crt and tls.key (0600) into dir.
 func (b *Bundle) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	return writeFiles(dir, 0o755, []file{{"ca.crt", b.CA, 0o644}, {"tls.crt", b.Cert, 0o644}, {"tls.key", b.Key, 0o600}})
+}
+
+type file struct {
+	name string
+	data []byte
+	mode os.FileMode
+}
+
+// writeFiles replaces each file atomically, so a reader polling the directory
+// (the injector's certificate reloader) never sees half a file.
+func writeFiles(dir string, dirMode os.FileMode, files []file) error {
+	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return err
 	}
-	files := []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{{"ca.crt", b.CA, 0o644}, {"tls.crt", b.Cert, 0o644}, {"tls.key", b.Key, 0o600}}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+		p := filepath.Join(dir, f.name)
+		if err := os.WriteFile(p+".tmp", f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,85 @@ func TestGenerateRejectsMissingNames(t *testing.T) {
 	}
 	if _, err := Generate(Options{Service: "x", Namespace: "y"}); err == nil {
 		t.Error("accepted zero validity")
+	}
+}
+
+// A kept CA signs every later leaf: the caBundle never changes on a leaf
+// rotation. A CA rotation hands out the new and the old CA together.
+func TestCADirReuseAndRotation(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Service: "s", Namespace: "n", Validity: time.Hour}
+	ca1, created, err := OpenCA(dir, o)
+	if err != nil || !created {
+		t.Fatalf("first OpenCA: %v created=%v", err, created)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, CAKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ca.key: %v %v", fi, err)
+	}
+	ca2, created, err := OpenCA(dir, o)
+	if err != nil || created || string(ca2.CertPEM) != string(ca1.CertPEM) {
+		t.Fatalf("second OpenCA made a new CA: %v created=%v", err, created)
+	}
+	b1, _ := ca1.Issue(o)
+	b2, err := ca2.Issue(o)
+	if err != nil || string(b1.CA) != string(b2.CA) || string(b1.Cert) == string(b2.Cert) {
+		t.Fatalf("leaf rotation: CA changed or leaf did not (%v)", err)
+	}
+	verify(t, b2, b1.CA)
+
+	ca3, err := Rotate(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b3, err := ca3.Issue(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b3.CA), "BEGIN CERTIFICATE"); n != 2 || !strings.Contains(string(b3.CA), string(ca1.CertPEM)) {
+		t.Errorf("rotated bundle holds %d CAs", n)
+	}
+	verify(t, b3, b3.CA)
+	// Reloaded from disk, the rotated CA still hands out both.
+	ca4, err := LoadCA(dir)
+	if err != nil || string(ca4.CertPEM) != string(ca3.CertPEM) || string(ca4.Trusted) != string(ca1.CertPEM) {
+		t.Fatalf("reload after rotation: %v", err)
+	}
+	if _, err := Rotate(t.TempDir(), o); err == nil {
+		t.Error("rotating a dir without a CA succeeded")
+	}
+}
+
+// A leaf never outlives its CA.
+func TestLeafEndsWithItsCA(t *testing.T) {
+	now := time.Now()
+	ca, err := NewCA(Options{Service: "s", Namespace: "n", Validity: time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ca.Issue(Options{Service: "s", Namespace: "n", Validity: 24 * time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b.Cert)
+	leaf, _ := x509.ParseCertificate(blk.Bytes)
+	if leaf.NotAfter.After(ca.Cert.NotAfter) {
+		t.Errorf("leaf ends %s after its CA %s", leaf.NotAfter, ca.Cert.NotAfter)
+	}
+	if _, err := ca.Issue(Options{Service: "s", Namespace: "n", Validity: time.Hour, Now: now.Add(2 * time.Hour)}); err == nil {
+		t.Error("an expired CA issued a leaf")
+	}
+}
+
+func verify(t *testing.T, b *Bundle, roots []byte) {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(roots)
+	blk, _ := pem.Decode(b.Cert)
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "s.n.svc"}); err != nil {
+		t.Errorf("leaf does not verify: %v", err)
 	}
 }

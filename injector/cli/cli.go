@@ -186,14 +186,32 @@ func issue(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.Validity, "validity", 8760*time.Hour, "validity of the CA and the certificate")
 	outDir := fs.String("out-dir", ".", "directory for ca.crt, tls.crt and tls.key")
 	secret := fs.String("secret-name", "", "print a kubernetes.io/tls Secret with this name to stdout instead of writing files")
+	caDir := fs.String("ca-dir", "", "keep the CA (ca.crt, ca.key) in this directory and sign with it: made on first use, reused after, so rotating the serving certificate never changes the caBundle")
+	rotateCA := fs.Bool("rotate-ca", false, "with --ca-dir: replace the CA; ca.crt of the output is the new and the old CA, for the caBundle during the switch")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if o.Service == "" || o.Namespace == "" {
 		return usageError("certs: --service and --namespace are required")
 	}
+	if *rotateCA && *caDir == "" {
+		return usageError("certs: --rotate-ca needs --ca-dir, where the CA to replace is kept")
+	}
 	o.DNSNames, o.IPs = dns, ips
-	b, err := certs.Generate(o)
+	var ca *certs.CA
+	var err error
+	switch {
+	case *rotateCA:
+		ca, err = certs.Rotate(*caDir, o)
+	case *caDir != "":
+		ca, _, err = certs.OpenCA(*caDir, o)
+	default:
+		ca, err = certs.NewCA(o)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := ca.Issue(o)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -228,18 +229,15 @@ func TestInjectorDown(t *testing.T) {
 // are being created: first the webhook trusts old+new CA, then the injector's
 // files are swapped; the injector must pick them up without a restart and no
 // admission may fail.
+// TestCertificateRotation rotates the serving certificate with our own tool
+// under load, five times with the kept CA (the caBundle never changes) and
+// once the CA itself (the tool's bundle of new and old CA goes into the
+// caBundle first, the old CA leaves it last): no admission may fail.
 func TestCertificateRotation(t *testing.T) {
 	in := startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm"}}))
 	c := env.cp.Client()
 	ns := newNamespace(t, "rotate", enabledNS)
 	waitActive(t, ns)
-
-	newDir := filepath.Join(t.TempDir(), "new")
-	if err := harness.MakeCerts(env.bins["cmp-injector"], newDir); err != nil {
-		t.Fatal(err)
-	}
-	oldCA, _ := os.ReadFile(in.CAFile)
-	newCA, _ := os.ReadFile(filepath.Join(newDir, "ca.crt"))
 
 	var (
 		mu       sync.Mutex
@@ -267,48 +265,87 @@ func TestCertificateRotation(t *testing.T) {
 				failures = append(failures, pod.Name+" not injected")
 			}
 			mu.Unlock()
-			if i >= 2000 {
+			if i >= 5000 {
 				return
 			}
 		}
 	}()
 
+	// install puts a certificate where the injector reads it, as a Secret
+	// update would, and waits until the injector serves it.
+	install := func(newDir string) {
+		t.Helper()
+		for _, f := range []string{"tls.key", "tls.crt"} {
+			b, err := os.ReadFile(filepath.Join(newDir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(filepath.Dir(in.CertFile), f)
+			if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := tls.LoadX509KeyPair(filepath.Join(newDir, "tls.crt"), filepath.Join(newDir, "tls.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", in.Port), &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				return false, err
+			}
+			defer conn.Close()
+			served := conn.ConnectionState().PeerCertificates[0].Raw
+			return string(served) == string(want.Certificate[0]), errors.New("old certificate still served")
+		}); err != nil {
+			t.Fatalf("injector did not pick up the rotated certificate: %v", err)
+		}
+	}
 	time.Sleep(time.Second)
-	installWebhookWithCA(t, in, base64.StdEncoding.EncodeToString(append(append([]byte{}, oldCA...), newCA...)))
+	caBundle := func() string {
+		b, _ := os.ReadFile(in.CAFile)
+		return string(b)
+	}()
+	for i := 0; i < 5; i++ {
+		newDir := filepath.Join(t.TempDir(), "leaf")
+		if err := harness.RunCerts(env.bins["cmp-injector"], newDir, in.CADir); err != nil {
+			t.Fatal(err)
+		}
+		if ca, _ := os.ReadFile(filepath.Join(newDir, "ca.crt")); string(ca) != caBundle {
+			t.Fatal("a leaf rotation with the kept CA changed ca.crt")
+		}
+		install(newDir)
+	}
+
+	// The CA itself: trust both, serve the new leaf, then trust the new CA only.
+	caDir := filepath.Join(t.TempDir(), "ca-rotation")
+	if err := harness.RunCerts(env.bins["cmp-injector"], caDir, in.CADir, "--rotate-ca"); err != nil {
+		t.Fatal(err)
+	}
+	both, err := os.ReadFile(filepath.Join(caDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(both), "BEGIN CERTIFICATE") != 2 {
+		t.Fatalf("the CA rotation's ca.crt is not a bundle of two:\n%s", both)
+	}
+	installWebhookWithCA(t, in, base64.StdEncoding.EncodeToString(both))
 	time.Sleep(2 * time.Second) // the apiserver's informer picks up the new bundle
-	for _, f := range []string{"tls.key", "tls.crt"} {
-		b, err := os.ReadFile(filepath.Join(newDir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(filepath.Dir(in.CertFile), f)
-		if err := os.WriteFile(dst+".tmp", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(dst+".tmp", dst); err != nil {
-			t.Fatal(err)
-		}
+	install(caDir)
+	newCA, err := os.ReadFile(filepath.Join(in.CADir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Wait until the injector serves the new certificate.
-	pool := x509Pool(t, newCA)
-	if err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
-		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", in.Port), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		if err != nil {
-			return false, err
-		}
-		conn.Close()
-		return true, nil
-	}); err != nil {
-		t.Fatalf("injector did not pick up the rotated certificate: %v", err)
-	}
-	// Drop the old CA from the bundle; admission must keep working.
 	installWebhookWithCA(t, in, base64.StdEncoding.EncodeToString(newCA))
 	time.Sleep(2 * time.Second)
 	close(stop)
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("%d pods created during rotation, %d failed", created, len(failures))
+	t.Logf("%d pods created during 5 certificate rotations and 1 CA rotation, %d failed", created, len(failures))
 	if len(failures) > 0 {
 		t.Errorf("admissions failed during rotation: %v", failures[:min(len(failures), 5)])
 	}

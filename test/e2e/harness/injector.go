@@ -25,6 +25,7 @@ type Injector struct {
 	CertFile   string
 	KeyFile    string
 	CAFile     string
+	CADir      string // the kept CA that signs rotated certificates
 	Port       int
 	MetricsURL string
 	// ExtraArgs are added to `cmp-injector serve` by Start.
@@ -46,7 +47,8 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 	if err := os.WriteFile(in.Catalog, catalog, 0o644); err != nil {
 		return nil, err
 	}
-	if err := MakeCerts(bin, filepath.Join(dir, "tls")); err != nil {
+	in.CADir = filepath.Join(dir, "tls-ca")
+	if err := RunCerts(bin, filepath.Join(dir, "tls"), in.CADir); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -57,11 +59,17 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 	return in, nil
 }
 
-// MakeCerts runs `cmp-injector certs` (bin) into outDir: a new CA and a serving
-// certificate for 127.0.0.1.
-func MakeCerts(bin, outDir string) error {
-	cmd := exec.Command(bin, "certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
-		"--ip", "127.0.0.1", "--validity", "24h", "--out-dir", outDir)
+// MakeCerts runs `cmp-injector certs` (bin) into outDir: a serving certificate
+// for 127.0.0.1 signed by the CA kept in outDir+"-ca" (made on first use), with
+// extra arguments such as --rotate-ca.
+func MakeCerts(bin, outDir string, extra ...string) error {
+	return RunCerts(bin, outDir, outDir+"-ca", extra...)
+}
+
+// RunCerts is MakeCerts with the CA kept in caDir.
+func RunCerts(bin, outDir, caDir string, extra ...string) error {
+	cmd := exec.Command(bin, append([]string{"certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
+		"--ip", "127.0.0.1", "--validity", "24h", "--out-dir", outDir, "--ca-dir", caDir}, extra...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cmp-injector certs: %v\n%s", err, out)
 	}
@@ -92,6 +100,9 @@ func (in *Injector) Start() error {
 		"--listen", fmt.Sprintf("127.0.0.1:%d", in.Port), "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport),
 		// No load balancer needs time to take us out of rotation here.
 		"--shutdown-delay", "0s",
+		// File changes (catalog, certificate rotations) show sooner than the
+		// 5 s default, which keeps the suite short.
+		"--poll-interval", "250ms",
 	}, in.ExtraArgs...), nil, in.Dir, in.logTo)
 	if err != nil {
 		return err
