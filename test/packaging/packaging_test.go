@@ -1,4 +1,4 @@
-// Package packaging checks the chart, the plain manifests and the Dockerfiles with
+// Package packaging checks the chart and the plain manifests with
 // the real helm and kustomize binaries (installed into bin/ by hack/tools.sh).
 package packaging
 
@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -311,35 +310,3 @@ spec:
 	}
 }
 
-// TestDockerfiles checks what can be checked without a Docker engine: every
-// COPY source exists, the built package exists, and the entrypoint is the binary built.
-func TestDockerfiles(t *testing.T) {
-	r := repo(t)
-	for _, c := range []string{"cmp-injector", "cmp-server"} {
-		path := filepath.Join(r, "cmd", c, "Dockerfile")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		for _, m := range regexp.MustCompile(`(?m)^COPY (\S+(?: \S+)*) \S+$`).FindAllStringSubmatch(text, -1) {
-			if strings.HasPrefix(m[1], "--from") {
-				continue
-			}
-			for _, src := range strings.Fields(m[1]) {
-				if _, err := os.Stat(filepath.Join(r, src)); err != nil {
-					t.Errorf("%s: COPY %s: %v", path, src, err)
-				}
-			}
-		}
-		if !strings.Contains(text, "-o /out/"+c+" ./cmd/"+c) {
-			t.Errorf("%s does not build ./cmd/%s", path, c)
-		}
-		if !strings.Contains(text, `ENTRYPOINT ["/usr/local/bin/`+c+`"]`) || !strings.Contains(text, "COPY --from=build /out/"+c+" /usr/local/bin/"+c) {
-			t.Errorf("%s: entrypoint is not the built binary", path)
-		}
-		if !strings.Contains(text, "CGO_ENABLED=0") {
-			t.Errorf("%s: binary is not built static", path)
-		}
-	}
-}

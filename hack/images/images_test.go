@@ -1,0 +1,200 @@
+package main
+
+import (
+	"archive/tar"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"sigs.k8s.io/yaml"
+)
+
+// TestImages builds every image twice and checks what a registry, a runtime
+// and a user would: valid OCI, the same digests from the same commit, the
+// user, entrypoint and labels, a binary that runs, and tags that agree with
+// the chart and the example catalog.
+func TestImages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds four binaries")
+	}
+	b, err := newBuildInfo("ghcr.io/cmp-injector", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs [2][]built
+	for i := range runs {
+		b.WorkDir = t.TempDir()
+		if runs[i], err = buildAll(context.Background(), b, filepath.Join(t.TempDir(), "out")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range runs[0] {
+		if r.Index != runs[1][i].Index {
+			t.Errorf("%s: two builds of one commit differ: %s and %s", r.Ref, r.Index, runs[1][i].Index)
+		}
+		t.Logf("%s", r)
+	}
+
+	for i, spec := range specs {
+		r := runs[0][i]
+		t.Run(spec.Name, func(t *testing.T) {
+			if want := "ghcr.io/cmp-injector/" + spec.Name + ":" + b.Tag; r.Ref != want {
+				t.Errorf("ref %s, want %s", r.Ref, want)
+			}
+			// The OCI layout: a valid multi-platform index.
+			dir := untar(t, r.Files[0])
+			lp, err := layout.FromPath(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outer, err := lp.ImageIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			im, err := outer.IndexManifest()
+			if err != nil || len(im.Manifests) != 1 || im.Manifests[0].Annotations["io.containerd.image.name"] != r.Ref {
+				t.Fatalf("index.json does not name %s: %+v %v", r.Ref, im, err)
+			}
+			idx, err := outer.ImageIndex(im.Manifests[0].Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validate.Index(idx); err != nil {
+				t.Errorf("OCI index invalid: %v", err)
+			}
+			// Each docker-save tarball: a valid image with our config.
+			for _, f := range r.Files[1:] {
+				img, err := tarball.ImageFromPath(f, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := validate.Image(img); err != nil {
+					t.Errorf("%s invalid: %v", f, err)
+				}
+				cfg, err := img.ConfigFile()
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := cfg.Config
+				if c.User != spec.User || strings.HasPrefix(c.User, "0") || len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/"+spec.Name {
+					t.Errorf("%s: user %q entrypoint %q", f, c.User, c.Entrypoint)
+				}
+				for k, v := range map[string]string{"org.opencontainers.image.source": "https://github.com/cmp-injector/cmp-injector",
+					"org.opencontainers.image.version": b.Version, "org.opencontainers.image.revision": b.Revision} {
+					if c.Labels[k] != v {
+						t.Errorf("%s: label %s = %q, want %q", f, k, c.Labels[k], v)
+					}
+				}
+				files := listFiles(t, mutate.Extract(img))
+				for _, want := range []string{"etc/ssl/certs/ca-certificates.crt", "etc/passwd", "etc/group", "tmp", "usr/local/bin/" + spec.Name} {
+					if _, ok := files[want]; !ok {
+						t.Errorf("%s lacks %s", f, want)
+					}
+				}
+				if !strings.Contains(string(files["etc/passwd"]), ":"+strings.Split(spec.User, ":")[0]+":") {
+					t.Errorf("%s: /etc/passwd has no entry for %s", f, spec.User)
+				}
+				if cfg.Architecture != "amd64" {
+					continue
+				}
+				// The binary from the image runs here and reports the build's version.
+				bin := filepath.Join(t.TempDir(), spec.Name)
+				if err := os.WriteFile(bin, files["usr/local/bin/"+spec.Name], 0o755); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(bin, "version").CombinedOutput()
+				if err != nil || !strings.Contains(string(out), b.Version) {
+					t.Errorf("%s version: %v %s (want %s)", spec.Name, err, out, b.Version)
+				}
+			}
+		})
+	}
+
+	// The chart deploys the tag built here, and the example catalog's copy
+	// container runs the cmp-server image of the same tag.
+	catalog, err := os.ReadFile(filepath.Join(b.Root, "deploy", "plugins", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat struct {
+		Defaults struct {
+			CopyImage string `json:"copyImage"`
+		} `json:"defaults"`
+	}
+	if err := yaml.Unmarshal(catalog, &cat); err != nil {
+		t.Fatal(err)
+	}
+	if want := runs[0][1].Ref; cat.Defaults.CopyImage != want {
+		t.Errorf("deploy/plugins/catalog.yaml copyImage %s, want the built %s", cat.Defaults.CopyImage, want)
+	}
+	values, err := os.ReadFile(filepath.Join(b.Root, "charts", "cmp-injector", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repo := range []string{"ghcr.io/cmp-injector/cmp-injector", "ghcr.io/cmp-injector/cmp-server"} {
+		if !strings.Contains(string(values), "repository: "+repo) {
+			t.Errorf("chart values do not use %s", repo)
+		}
+	}
+}
+
+func untar(t *testing.T, file string) string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return dir
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		b, _ := io.ReadAll(tr)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// listFiles reads a flattened image filesystem: path → content.
+func listFiles(t *testing.T, rc io.ReadCloser) map[string][]byte {
+	t.Helper()
+	defer rc.Close()
+	out := map[string][]byte{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		out[strings.TrimSuffix(h.Name, "/")] = b
+	}
+}
