@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 )
@@ -27,14 +31,20 @@ type receivedRepo struct {
 
 // receiveRepo reads the metadata message and then every file chunk into a temp
 // file in dir (the request dir, named like Argo CD's: os.CreateTemp with no
-// pattern), hashing as it goes. The error strings of Argo CD's server are kept
-// where they exist, since users search for them.
-func receiveRepo(stream appStream, dir string, maxCompressed int64) (*receivedRepo, error) {
+// pattern), hashing as it goes. A stream that sends nothing for idle (> 0) is
+// ended. The error strings of Argo CD's server are kept where they exist, since
+// users search for them.
+func receiveRepo(stream appStream, dir string, maxCompressed int64, idle time.Duration) (*receivedRepo, error) {
 	ctx := stream.Context()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
 	}
-	first, err := stream.Recv()
+	in := newIdleReceiver(stream, idle)
+	defer in.stop()
+	first, err := in.recv()
+	if errors.Is(err, errStreamIdle) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("error receiving stream metadata: %w", err)
 	}
@@ -54,11 +64,14 @@ func receiveRepo(stream appStream, dir string, maxCompressed int64) (*receivedRe
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("stream context error: %w", err)
 		}
-		msg, err := stream.Recv()
+		msg, err := in.recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			if errors.Is(err, errStreamIdle) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("error receiving stream: %w", err)
 		}
 		file := msg.GetFile()
@@ -80,4 +93,84 @@ func receiveRepo(stream appStream, dir string, maxCompressed int64) (*receivedRe
 		return nil, fmt.Errorf("error writing repository tarball: %w", err)
 	}
 	return &receivedRepo{meta: meta, path: f.Name(), size: size}, nil
+}
+
+// errStreamIdle marks the error of a stream that stopped sending.
+var errStreamIdle = errors.New("stream idle")
+
+// idleStatus is errStreamIdle as a gRPC status the caller can act on.
+type idleStatus struct{ st *status.Status }
+
+func (e idleStatus) Error() string              { return e.st.Err().Error() }
+func (e idleStatus) GRPCStatus() *status.Status { return e.st }
+func (e idleStatus) Is(target error) bool       { return target == errStreamIdle }
+
+// idleReceiver bounds the wait for each stream message. gRPC cannot interrupt a
+// server-side Recv (its context only ends with the client, the client's deadline
+// or the handler), so with a timeout Recv runs in its own goroutine and the
+// handler stops waiting for it; returning from the handler then cancels the
+// stream, which ends that Recv and the goroutine with it.
+type idleReceiver struct {
+	stream  appStream
+	idle    time.Duration
+	results chan recvResult
+	done    chan struct{}
+	timer   *time.Timer
+}
+
+type recvResult struct {
+	msg *pluginpb.AppStreamRequest
+	err error
+}
+
+func newIdleReceiver(stream appStream, idle time.Duration) *idleReceiver {
+	r := &idleReceiver{stream: stream, idle: idle}
+	if idle > 0 {
+		r.results = make(chan recvResult)
+		r.done = make(chan struct{})
+		go r.loop()
+	}
+	return r
+}
+
+func (r *idleReceiver) loop() {
+	for {
+		msg, err := r.stream.Recv()
+		select {
+		case r.results <- recvResult{msg, err}:
+		case <-r.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (r *idleReceiver) recv() (*pluginpb.AppStreamRequest, error) {
+	if r.results == nil {
+		return r.stream.Recv()
+	}
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.idle)
+	} else {
+		r.timer.Reset(r.idle)
+	}
+	select {
+	case res := <-r.results:
+		return res.msg, res.err
+	case <-r.timer.C:
+		return nil, idleStatus{status.Newf(codes.DeadlineExceeded,
+			"no message on the stream for %s: the client stopped sending (limit --stream-idle-timeout)", r.idle)}
+	}
+}
+
+// stop lets the receiving goroutine exit; call it once the stream is no longer read.
+func (r *idleReceiver) stop() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	if r.done != nil {
+		close(r.done)
+	}
 }

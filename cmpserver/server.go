@@ -39,12 +39,22 @@ type Options struct {
 	KeepaliveMinTime time.Duration
 	// ShutdownGrace is how long in-flight requests may run after SIGTERM (25 s).
 	ShutdownGrace time.Duration
+	// StreamIdleTimeout ends a stream that sends no message for this long (60 s;
+	// < 0: never). The repo-server sends its chunks back to back, so only a client
+	// that hung mid-stream ever waits this long, and it would otherwise hold a
+	// goroutine, an open file and a request dir until it disconnects.
+	StreamIdleTimeout time.Duration
+	// MaxConcurrentStreams caps the streaming requests (GenerateManifest,
+	// MatchRepository, GetParametersAnnouncement) handled at once, from the first
+	// message to the response (64; < 0: no cap). One more fails at once with
+	// ResourceExhausted.
+	MaxConcurrentStreams int
 	// MetricsAddr, if set, serves /healthz, /readyz and /metrics over HTTP.
 	MetricsAddr string
 	// MetricsTimeouts bound that listener's connections (zero fields:
 	// serving.DefaultTimeouts).
 	MetricsTimeouts serving.Timeouts
-	Logger      *zap.Logger
+	Logger          *zap.Logger
 	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
 	// names, any case; "" takes its defaults info and json). Every command sees
 	// them as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as Argo CD exports
@@ -68,10 +78,25 @@ func (o *Options) defaults() {
 	if o.ShutdownGrace <= 0 {
 		o.ShutdownGrace = 25 * time.Second
 	}
+	if o.StreamIdleTimeout == 0 {
+		o.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 }
+
+// DefaultStreamIdleTimeout is generous: a repo-server sends the tarball's chunks
+// back to back after building it, so a real client is never idle this long.
+const DefaultStreamIdleTimeout = 60 * time.Second
+
+// DefaultMaxConcurrentStreams is well above what one repo-server sends at once in
+// a default install: the application controller's 20 status and 10 operation
+// processors each wait for one manifest generation at a time.
+const DefaultMaxConcurrentStreams = 64
 
 // Server serves one plugin on its socket.
 type Server struct {
@@ -83,6 +108,8 @@ type Server struct {
 	ready   atomic.Bool
 	// httpAddr is the bound metrics address once Serve listens.
 	httpAddr atomic.Pointer[string]
+	// streams holds one token per streaming request in flight (nil: no cap).
+	streams chan struct{}
 }
 
 // New validates the options, wipes and recreates the work dir, and builds the
@@ -105,6 +132,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: NewMetrics()}
+	if opts.MaxConcurrentStreams > 0 {
+		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
+	}
 	s.engine = newEngine(opts.Plugin, opts.Limits, opts.WorkDir, opts.Exec, logEnv(opts.LogLevel, opts.LogFormat), s.log, s.metrics)
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
@@ -86,6 +88,18 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(co
 	} else {
 		log.Info("request has no deadline; only the command timeout applies")
 	}
+	if s.streams != nil {
+		// Fail fast rather than queue: a queue would hold the caller's connection
+		// and deadline while the slots are taken, possibly by hung clients, and
+		// the repo-server reports the error and retries on its next refresh.
+		select {
+		case s.streams <- struct{}{}:
+			defer func() { <-s.streams }()
+		default:
+			log.Warn("too many concurrent streams", zap.Int("limit", cap(s.streams)))
+			return status.Errorf(codes.ResourceExhausted, "too many concurrent requests: %d are in flight (limit --max-concurrent-streams)", cap(s.streams))
+		}
+	}
 	start := time.Now()
 	dir, err := s.engine.newRequestDir()
 	if err != nil {
@@ -93,7 +107,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(co
 	}
 	ws := &workspace{dir: dir}
 	defer s.engine.cleanup(ws)
-	repo, err := receiveRepo(stream, dir, s.opts.Limits.MaxCompressedBytes)
+	repo, err := receiveRepo(stream, dir, s.opts.Limits.MaxCompressedBytes, s.opts.StreamIdleTimeout)
 	if err != nil {
 		log.Warn("receive failed", zap.Error(err))
 		return err

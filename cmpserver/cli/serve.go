@@ -80,6 +80,8 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
 	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
 	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
+	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")
+	fs.IntVar(&opts.MaxConcurrentStreams, "max-concurrent-streams", cmpserver.DefaultMaxConcurrentStreams, "streaming requests handled at once; one more fails at once with ResourceExhausted (0 = no cap)")
 	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
 	limitFlags(fs, &opts.Limits)
 	execFlags(fs, &opts.Exec)
@@ -115,6 +117,13 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	noZeroLimits(&opts.Limits)
+	// The library reads 0 as "default"; on the command line 0 means "off".
+	if opts.StreamIdleTimeout == 0 {
+		opts.StreamIdleTimeout = -1
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = -1
+	}
 	opts.Plugin = plugin
 	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
 	opts.MaxMsgSize = *maxMsgMB << 20
