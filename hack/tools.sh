@@ -26,13 +26,8 @@ KUBE_VERSION=v1.34.4
 KUBE_PREV_VERSION=v1.32.13
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 KUSTOMIZE_VERSION=v5.8.2
-# Argo CD releases whose repo-server the end-to-end suite renders through: the
-# newest v3 (CheckPluginConfiguration first) and the newest v2.12 the proxy serves
-# (the MatchRepository-first generation). v3.6 needs the go1.27 toolchain, which
-# the Go module proxy serves as golang.org/toolchain.
-ARGOCD_VERSION=v3.6.1
-ARGOCD_GO=go1.27.4
-ARGOCD_V2_VERSION=v2.12.13
+# shellcheck source=hack/versions.sh
+. "$ROOT/hack/versions.sh"
 
 log() { printf 'tools: %s\n' "$*" >&2; }
 

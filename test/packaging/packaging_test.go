@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -310,3 +311,40 @@ spec:
 	}
 }
 
+
+// TestArgoOverlayBuildsOffline: deploy/overlays/argocd vendors Argo CD's install
+// manifest of the release the end-to-end suite tests; the committed file is
+// exactly what hack/argocd-install.sh produces, and the overlay builds with no
+// network into an Argo CD whose repo-server asks for injection.
+func TestArgoOverlayBuildsOffline(t *testing.T) {
+	r := repo(t)
+	fresh := filepath.Join(t.TempDir(), "argocd-install.yaml")
+	run(t, r, filepath.Join(r, "hack", "argocd-install.sh"), fresh)
+	want, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(r, "deploy", "overlays", "argocd", "argocd-install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("deploy/overlays/argocd/argocd-install.yaml is not what hack/argocd-install.sh produces: run it and commit")
+	}
+	versions, err := os.ReadFile(filepath.Join(r, "hack", "versions.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin := regexp.MustCompile(`(?m)^ARGOCD_VERSION=(\S+)$`).FindSubmatch(versions)
+	if pin == nil {
+		t.Fatal("hack/versions.sh has no ARGOCD_VERSION")
+	}
+	dir := filepath.Join(r, "deploy", "overlays", "argocd")
+	out := run(t, dir, tool(t, "kustomize"), "build", dir)
+	for _, want := range []string{"name: argocd-repo-server", "cmp-injector.io/inject: \"true\"",
+		"cmp-injector.io/plugins: helm, kustomize", "image: quay.io/argoproj/argocd:" + string(pin[1])} {
+		if !strings.Contains(out, want) {
+			t.Errorf("overlay output lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+# Versions pinned in more than one script; sourced by hack/tools.sh and
+# hack/argocd-install.sh.
+
+# Argo CD releases whose repo-server the end-to-end suite renders through: the
+# newest v3 (CheckPluginConfiguration first) and the newest v2.12 the proxy serves
+# (the MatchRepository-first generation). v3.6 needs the go1.27 toolchain, which
+# the Go module proxy serves as golang.org/toolchain. deploy/overlays/argocd
+# vendors the v3 release's install manifest.
+ARGOCD_VERSION=v3.6.1
+ARGOCD_GO=go1.27.4
+ARGOCD_V2_VERSION=v2.12.13
