@@ -50,11 +50,13 @@ proto:
 proto-check: proto
 	@git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run make proto and commit"; exit 1; }
 
-## lint: gofmt, go vet, helm lint --strict
+## lint: gofmt, go vet, helm lint --strict, actionlint on .github/workflows
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
 	go vet $(GO_PACKAGES)
 	$(BIN)/helm lint --strict $(CHART)
+	hack/tools.sh actionlint
+	$(BIN)/actionlint -no-color .github/workflows/*.yml
 
 ## chart: sync the example catalog into the chart, render deploy/base, lint and package into bin/
 chart:

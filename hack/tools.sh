@@ -9,7 +9,7 @@
 # Usage: hack/tools.sh [tool...]   (default: every tool)
 # Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
-#        argocd repoclient argocd-v2 repoclient-v2 redis-server benchstat
+#        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint benchstat
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +63,7 @@ build_helm() {
 build_protoc_gen_go() { GOBIN=$1 go install -trimpath "google.golang.org/protobuf/cmd/protoc-gen-go@$2"; }
 build_protoc_gen_go_grpc() { GOBIN=$1 go install -trimpath "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$2"; }
 build_benchstat() { GOBIN=$1 go install -trimpath "golang.org/x/perf/cmd/benchstat@$2"; }
+build_actionlint() { GOBIN=$1 go install -trimpath "github.com/rhysd/actionlint/cmd/actionlint@$2"; }
 build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 
 # etcd and kube-apiserver come from their own modules under test/e2e/tools so that
@@ -160,12 +161,13 @@ one() {
   repoclient-v2) cached repoclient-v2 "$(repoclient_version "$ARGOCD_V2_VERSION")" build_repoclient_v2 ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
+  actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
   *) log "unknown tool $1"; exit 2 ;;
   esac
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize actionlint protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server
 fi

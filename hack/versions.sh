@@ -9,3 +9,6 @@
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.4
 ARGOCD_V2_VERSION=v2.12.13
+
+# actionlint checks .github/workflows in make lint.
+ACTIONLINT_VERSION=v1.7.12
