@@ -66,7 +66,8 @@ func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
 // without one trailing newline. The command gets its own process group, which is
 // sent SIGTERM when the request deadline (minus the buffer) or the command timeout
 // is reached, whichever comes first, and SIGKILL after the grace period. Whatever
-// is left of the group after the command exits is killed too.
+// is left of the command after it exits is killed too: its group, and processes
+// that left the group but carry its keys.EnvCommandID (see procs.go).
 func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, dir string, env []string) ([]byte, error) {
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	if len(argv) == 0 || argv[0] == "" {
@@ -81,27 +82,36 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 
 	stdout := &cappedBuffer{limit: r.opts.MaxStdoutBytes, onOverflow: cancel}
 	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes, truncate: true}
+	// The marker goes last so that nothing in the request can replace it.
+	marker := keys.EnvCommandID + "=" + newRequestID()
+	procs := newCommandProcs(marker)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = env
+	cmd.Env = append(env[:len(env):len(env)], marker)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.Cancel = func() error {
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		// Escapees get the same chance to clean up.
+		procs.signal(syscall.SIGTERM)
+		return err
+	}
 	cmd.WaitDelay = r.opts.KillGrace
 
 	start := time.Now()
-	err := cmd.Start()
+	err := startCommand(cmd)
 	if err != nil {
 		r.metrics.commandDone(phase, "start_error", time.Since(start))
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
 	}
-	pgid := cmd.Process.Pid
+	procs.started(cmd.Process.Pid)
 	err = cmd.Wait()
-	// Background children must not outlive the request; the group is gone (ESRCH)
-	// in the usual case.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	commandWaited(cmd.Process.Pid)
+	// Nothing the command started may outlive it: background children, setsid
+	// escapees, daemons. Usually there is nothing to kill.
+	procs.kill(r.log)
 	elapsed := time.Since(start)
 	code := "0"
 	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {

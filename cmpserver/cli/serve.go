@@ -134,6 +134,13 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", zap.Error(err))
 		return 1
 	}
+	// The sidecar's first process adopts every orphan in the container; without a
+	// reaper they would stay zombies until the pod is deleted.
+	if stopReaper, err := cmpserver.StartReaper(log); err != nil {
+		log.Warn("orphaned processes will not be reaped", zap.Error(err))
+	} else {
+		defer stopReaper()
+	}
 	log.Info("cmp-server starting", zap.String("version", version.Version))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -79,3 +79,9 @@ const (
 	EnvLogLevel  = "ARGOCD_LOG_LEVEL"
 	EnvLogFormat = "ARGOCD_LOG_FORMAT"
 )
+
+// EnvCommandID is set by cmp-server (not Argo CD) in the env of every plugin
+// command, to a random value per command. Processes inherit it, so when the
+// command ends the server finds what is left of it by this variable, even a
+// process that left the command's process group (setsid) and lost its parent.
+const EnvCommandID = "CMP_SERVER_COMMAND_ID"
