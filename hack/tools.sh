@@ -9,7 +9,7 @@
 # Usage: hack/tools.sh [tool...]   (default: every tool)
 # Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
-#        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint benchstat
+#        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,6 +63,10 @@ build_helm() {
 build_protoc_gen_go() { GOBIN=$1 go install -trimpath "google.golang.org/protobuf/cmd/protoc-gen-go@$2"; }
 build_protoc_gen_go_grpc() { GOBIN=$1 go install -trimpath "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$2"; }
 build_benchstat() { GOBIN=$1 go install -trimpath "golang.org/x/perf/cmd/benchstat@$2"; }
+# promtool from its own module (Prometheus's go.mod has a replace directive).
+build_promtool() {
+  (cd "$ROOT/test/observability/promtool" && go build -trimpath -ldflags '-s -w' -o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool)
+}
 build_actionlint() { GOBIN=$1 go install -trimpath "github.com/rhysd/actionlint/cmd/actionlint@$2"; }
 build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 
@@ -162,12 +166,13 @@ one() {
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
+  promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
   *) log "unknown tool $1"; exit 2 ;;
   esac
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize actionlint protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize actionlint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server
 fi

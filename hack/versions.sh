@@ -12,3 +12,7 @@ ARGOCD_V2_VERSION=v2.12.13
 
 # actionlint checks .github/workflows in make lint.
 ACTIONLINT_VERSION=v1.7.12
+
+# promtool tests the chart's alerting rules (make test).
+# v0.316.0 needs a github.com/hashicorp/nomad/api version the Go module proxy refuses (403).
+PROMETHEUS_VERSION=v0.315.0
