@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -29,6 +32,10 @@ type ExecOptions struct {
 	DeadlineBuffer time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL to the process group.
 	KillGrace time.Duration
+	// OutputGrace is how long stdout and stderr may stay open after the
+	// command exits (held by a background child) before what is left of the
+	// command is killed and the output read so far is used.
+	OutputGrace time.Duration
 	// MaxStdoutBytes fails a command whose output is larger.
 	MaxStdoutBytes int64
 	// MaxStderrBytes truncates the captured stderr (it is only reported).
@@ -40,6 +47,7 @@ var DefaultExecOptions = ExecOptions{
 	Timeout:        90 * time.Second,
 	DeadlineBuffer: 100 * time.Millisecond,
 	KillGrace:      5 * time.Second,
+	OutputGrace:    time.Second,
 	MaxStdoutBytes: 100 << 20,
 	MaxStderrBytes: 64 << 10,
 }
@@ -82,16 +90,34 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 
 	stdout := &cappedBuffer{limit: r.opts.MaxStdoutBytes, onOverflow: cancel}
 	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes, truncate: true}
+	// Our own pipes rather than io.Writers: exec.Cmd.Wait would then wait for
+	// them to close, that is for every process holding them, and give up after
+	// WaitDelay with an error even when the command succeeded. We decide instead,
+	// below, how long a leftover may keep them open.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return nil, err
+	}
+	defer errR.Close()
 	// The marker goes last so that nothing in the request can replace it.
 	marker := keys.EnvCommandID + "=" + newRequestID()
 	procs := newCommandProcs(marker)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(env[:len(env):len(env)], marker)
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
+	cmd.Stdout = outW
+	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stoppedAt atomic.Pointer[time.Time]
 	cmd.Cancel = func() error {
+		now := time.Now()
+		stoppedAt.Store(&now)
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		// Escapees get the same chance to clean up.
 		procs.signal(syscall.SIGTERM)
@@ -100,18 +126,38 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	cmd.WaitDelay = r.opts.KillGrace
 
 	start := time.Now()
-	err := startCommand(cmd)
+	err = startCommand(cmd)
+	// The command has its copies; ours would keep the pipes open forever.
+	outW.Close()
+	errW.Close()
 	if err != nil {
 		r.metrics.commandDone(phase, "start_error", time.Since(start))
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
 	}
 	procs.started(cmd.Process.Pid)
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() { defer copying.Done(); _, _ = io.Copy(stdout, outR) }()
+	go func() { defer copying.Done(); _, _ = io.Copy(stderr, errR) }()
+	outputClosed := make(chan struct{})
+	go func() { copying.Wait(); close(outputClosed) }()
+
 	err = cmd.Wait()
 	commandWaited(cmd.Process.Pid)
+	r.awaitOutput(ctx, outputClosed, stoppedAt.Load())
 	// Nothing the command started may outlive it: background children, setsid
 	// escapees, daemons. Usually there is nothing to kill.
 	procs.kill(r.log)
+	select {
+	case <-outputClosed:
+	case <-time.After(time.Second):
+		// Whatever still holds the pipes escaped the kill (it left the tree
+		// and cleared its env): stop reading rather than wait for it.
+		outR.Close()
+		errR.Close()
+		<-outputClosed
+	}
 	elapsed := time.Since(start)
 	code := "0"
 	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
@@ -131,6 +177,32 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
 	}
 	return bytes.TrimSuffix(stdout.buf.Bytes(), []byte("\n")), nil
+}
+
+// awaitOutput waits, once the command has exited, for its stdout and stderr to
+// close, which they do when no leftover process holds them. A command that ended
+// on its own gets --output-grace (a background writer may be finishing; Argo CD
+// would wait up to the request deadline, then return the output if the command
+// succeeded). A stopped command's group got SIGTERM: its members get what is
+// left of --kill-grace to exit, as exec.Cmd's WaitDelay gave them before.
+func (r *runner) awaitOutput(ctx context.Context, closed <-chan struct{}, stoppedAt *time.Time) {
+	grace := r.opts.OutputGrace
+	var stop <-chan struct{}
+	if stoppedAt != nil {
+		grace = r.opts.KillGrace - time.Since(*stoppedAt)
+	} else {
+		stop = ctx.Done()
+	}
+	if grace <= 0 {
+		return
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-closed:
+	case <-timer.C:
+	case <-stop:
+	}
 }
 
 // commandContext derives the command's context: the request deadline minus the

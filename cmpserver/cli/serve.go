@@ -26,6 +26,7 @@ func execFlags(fs *flag.FlagSet, o *cmpserver.ExecOptions) {
 	*o = cmpserver.DefaultExecOptions
 	fs.DurationVar(&o.Timeout, "exec-timeout", o.Timeout, "maximum run time of one plugin command (0 = only the request deadline)")
 	fs.DurationVar(&o.KillGrace, "kill-grace", o.KillGrace, "time between SIGTERM and SIGKILL to a command's process group")
+	fs.DurationVar(&o.OutputGrace, "output-grace", o.OutputGrace, "once a command exits, how long a background child may keep its stdout or stderr open before it is killed and the output read so far is used")
 	fs.DurationVar(&o.DeadlineBuffer, "deadline-buffer", o.DeadlineBuffer, "commands are stopped this long before the request deadline")
 	fs.Int64Var(&o.MaxStdoutBytes, "max-stdout-bytes", o.MaxStdoutBytes, "a command printing more than this to stdout fails")
 	fs.Int64Var(&o.MaxStderrBytes, "max-stderr-bytes", o.MaxStderrBytes, "captured stderr is truncated to this many bytes")
