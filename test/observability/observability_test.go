@@ -24,14 +24,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	r, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func repoRoot(t *testing.T) string { return harness.MustRepoRoot(t) }
 
 func chartFile(t *testing.T, name string) []byte {
 	t.Helper()
@@ -45,10 +38,7 @@ func chartFile(t *testing.T, name string) []byte {
 // TestAlertRules: promtool accepts the rules and each alert fires on the series
 // that should fire it and only then (testdata/alerts_test.yaml).
 func TestAlertRules(t *testing.T) {
-	promtool, err := harness.Tool("promtool")
-	if err != nil {
-		t.Fatal(err)
-	}
+	promtool := harness.MustTool(t, "promtool")
 	rules := filepath.Join(repoRoot(t), "charts", "cmp-injector", "files", "alerts.yaml")
 	for _, args := range [][]string{{"check", "rules", rules}, {"test", "rules", filepath.Join("testdata", "alerts_test.yaml")}} {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
@@ -290,10 +280,7 @@ func scrapeServer(t *testing.T) map[string]bool {
 // the sidecar's label and the file as is, and the PrometheusRule with the
 // rules file's groups.
 func TestChartShipsThem(t *testing.T) {
-	helm, err := harness.Tool("helm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	helm := harness.MustTool(t, "helm")
 	chart := filepath.Join(repoRoot(t), "charts", "cmp-injector")
 	out, err := exec.Command(helm, "template", "r", chart, "--set", "certificates.mode=secret", "--set", "certificates.caBundle=eA==",
 		"--set", "dashboards.enabled=true", "--set", "prometheusRule.enabled=true",

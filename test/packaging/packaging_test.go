@@ -18,23 +18,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
-func repo(t *testing.T) string {
-	t.Helper()
-	r, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func repo(t *testing.T) string { return harness.MustRepoRoot(t) }
 
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := harness.Tool(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func tool(t *testing.T, name string) string { return harness.MustTool(t, name) }
 
 // run returns stdout, or fails the test with stderr.
 func run(t *testing.T, dir string, argv ...string) string {

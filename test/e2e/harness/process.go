@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -199,4 +200,24 @@ func Eventually(timeout, interval time.Duration, cond func() (bool, error)) erro
 		}
 		time.Sleep(interval)
 	}
+}
+
+// MustRepoRoot is RepoRoot for tests: it fails t when the root is not found.
+func MustRepoRoot(t testing.TB) string {
+	t.Helper()
+	r, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// MustTool is Tool for tests: it fails t with the command that installs name.
+func MustTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := Tool(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
