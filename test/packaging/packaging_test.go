@@ -297,7 +297,6 @@ spec:
 	}
 }
 
-
 // TestArgoOverlayBuildsOffline: deploy/overlays/argocd vendors Argo CD's install
 // manifest of the release the end-to-end suite tests; the committed file is
 // exactly what hack/argocd-install.sh produces, and the overlay builds with no
