@@ -124,29 +124,33 @@ func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspac
 	return ws, nil
 }
 
-// generate runs init then generate in the app dir and splits the output.
-func (e *Engine) generate(ctx context.Context, ws *workspace) ([]string, error) {
+// generate runs init then generate in the app dir and calls emit with each
+// object of the output, as JSON (valid only during the call).
+func (e *Engine) generate(ctx context.Context, ws *workspace, emit func(doc []byte) error) error {
 	if e.serial != nil {
 		select {
 		case e.serial <- struct{}{}:
 			defer func() { <-e.serial }()
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the previous generation (allowConcurrency: false): %w", ctx.Err())
+			return fmt.Errorf("waiting for the previous generation (allowConcurrency: false): %w", ctx.Err())
 		}
 	}
 	if init := e.plugin.Spec.Init; init != nil && len(init.Command) > 0 {
-		if _, err := e.runner.run(ctx, "init", *init, ws.appDir, ws.env); err != nil {
-			return nil, err
+		out, err := e.runner.run(ctx, "init", *init, ws)
+		if err != nil {
+			return err
 		}
+		out.Close()
 	}
-	out, err := e.runner.run(ctx, "generate", e.plugin.Spec.Generate, ws.appDir, ws.env)
+	out, err := e.runner.run(ctx, "generate", e.plugin.Spec.Generate, ws)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if len(out) == 0 {
+	defer out.Close()
+	if empty, _ := out.empty(); empty {
 		e.log.Warn("generate printed nothing: zero manifests")
 	}
-	return splitManifests(out)
+	return splitManifestStream(out.reader(), emit)
 }
 
 // match evaluates the first configured discovery rule only, as Argo CD does.
@@ -160,12 +164,14 @@ func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
 	case d.Find != nil && d.Find.Glob != "":
 		return globAny(ws.root, ws.appDir, d.Find.Glob)
 	case d.Find != nil && len(d.Find.Command.Command) > 0:
-		out, err := e.runner.run(ctx, "discover", d.Find.Command, ws.appDir, ws.env)
+		out, err := e.runner.run(ctx, "discover", d.Find.Command, ws)
 		if err != nil {
 			// Argo CD's wording, kept so the message can be searched for.
 			return false, fmt.Errorf("error running find command: %w", err)
 		}
-		return len(out) > 0, nil
+		defer out.Close()
+		empty, err := out.empty()
+		return !empty, err
 	}
 	return false, nil
 }
@@ -178,10 +184,15 @@ func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 	}
 	var dynamic []params.Announcement
 	if ps.Dynamic != nil && len(ps.Dynamic.Command) > 0 {
-		out, err := e.runner.run(ctx, "parameters", *ps.Dynamic, ws.appDir, ws.env)
+		spooled, err := e.runner.run(ctx, "parameters", *ps.Dynamic, ws)
 		if err != nil {
 			// Argo CD's wording, kept so the message can be searched for.
 			return nil, fmt.Errorf("error executing dynamic parameter output command: %w", err)
+		}
+		out, err := spooled.bytes()
+		spooled.Close()
+		if err != nil {
+			return nil, err
 		}
 		if dynamic, err = params.ParseAnnouncements(out); err != nil {
 			return nil, err

@@ -42,13 +42,19 @@ type ExecOptions struct {
 	MaxStderrBytes int64
 }
 
+// DefaultMaxStdoutBytes fits the sidecar's default memory limit (the chart's
+// 512Mi): the server peaks at about twice the output plus ~15 MiB (the response
+// is held once, plus what the garbage collector has not freed yet), which leaves
+// room for the plugin's own processes and a second large request.
+const DefaultMaxStdoutBytes = 64 << 20
+
 // DefaultExecOptions are the serve defaults.
 var DefaultExecOptions = ExecOptions{
 	Timeout:        90 * time.Second,
 	DeadlineBuffer: 100 * time.Millisecond,
 	KillGrace:      5 * time.Second,
 	OutputGrace:    time.Second,
-	MaxStdoutBytes: 100 << 20,
+	MaxStdoutBytes: DefaultMaxStdoutBytes,
 	MaxStderrBytes: 64 << 10,
 }
 
@@ -70,13 +76,14 @@ func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
 	return &runner{opts: opts, log: log, metrics: m, self: self}
 }
 
-// run executes c (command ++ args, no shell) in dir with env and returns stdout
-// without one trailing newline. The command gets its own process group, which is
-// sent SIGTERM when the request deadline (minus the buffer) or the command timeout
-// is reached, whichever comes first, and SIGKILL after the grace period. Whatever
-// is left of the command after it exits is killed too: its group, and processes
-// that left the group but carry its keys.EnvCommandID (see procs.go).
-func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, dir string, env []string) ([]byte, error) {
+// run executes c (command ++ args, no shell) in ws's app dir with its env and
+// returns its stdout, spooled to a file in the request dir (the caller closes
+// it). The command gets its own process group, which is sent SIGTERM when the
+// request deadline (minus the buffer) or the command timeout is reached,
+// whichever comes first, and SIGKILL after the grace period. Whatever is left of
+// the command after it exits is killed too: its group, and processes that left
+// the group but carry its keys.EnvCommandID (see procs.go).
+func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, ws *workspace) (*spool, error) {
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("Command is empty")
@@ -88,8 +95,19 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	ctx, cancel, reason := r.commandContext(ctx)
 	defer cancel()
 
-	stdout := &cappedBuffer{limit: r.opts.MaxStdoutBytes, onOverflow: cancel}
-	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes, truncate: true}
+	// Not in memory: the server's memory must not grow with the output (a
+	// sidecar's limit is 512Mi); splitting reads it back one document at a time.
+	stdout, err := newSpool(ws.dir, r.opts.MaxStdoutBytes, cancel)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			stdout.Close()
+		}
+	}()
+	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes}
 	// Our own pipes rather than io.Writers: exec.Cmd.Wait would then wait for
 	// them to close, that is for every process holding them, and give up after
 	// WaitDelay with an error even when the command succeeded. We decide instead,
@@ -109,8 +127,8 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	marker := keys.EnvCommandID + "=" + newRequestID()
 	procs := newCommandProcs(marker)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = append(env[:len(env):len(env)], marker)
+	cmd.Dir = ws.appDir
+	cmd.Env = append(ws.env[:len(ws.env):len(ws.env)], marker)
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -165,10 +183,13 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	}
 	r.metrics.commandDone(phase, code, elapsed)
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
-		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int("stdout_bytes", stdout.buf.Len()))
+		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
 
 	if stdout.overflow {
 		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
+	}
+	if stdout.err != nil {
+		return nil, fmt.Errorf("`%s` failed: error storing its output: %w", display, stdout.err)
 	}
 	if err != nil {
 		return nil, commandError(display, err, cmd.ProcessState, reason(), strings.TrimSpace(stderr.String()))
@@ -176,7 +197,8 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	if stderr.buf.Len() > 0 {
 		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
 	}
-	return bytes.TrimSuffix(stdout.buf.Bytes(), []byte("\n")), nil
+	ok = true
+	return stdout, nil
 }
 
 // awaitOutput waits, once the command has exited, for its stdout and stderr to
@@ -296,16 +318,12 @@ func formatArgv(argv []string) string {
 	return strings.Join(out, " ")
 }
 
-// cappedBuffer stores at most limit bytes. Past the limit it either keeps the
-// head and notes the cut (truncate) or records an overflow and calls onOverflow so
-// the command is stopped early.
+// cappedBuffer keeps the first limit bytes (stderr, which is only reported) and
+// counts the rest.
 type cappedBuffer struct {
-	buf        bytes.Buffer
-	limit      int64
-	truncate   bool
-	overflow   bool
-	dropped    int64
-	onOverflow func()
+	buf     bytes.Buffer
+	limit   int64
+	dropped int64
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
@@ -320,12 +338,6 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 		b.buf.Write(p[:room])
 	}
 	b.dropped += int64(len(p)) - max(room, 0)
-	if !b.truncate && !b.overflow {
-		b.overflow = true
-		if b.onOverflow != nil {
-			b.onOverflow()
-		}
-	}
 	return len(p), nil
 }
 
@@ -335,3 +347,68 @@ func (b *cappedBuffer) String() string {
 	}
 	return b.buf.String()
 }
+
+// spool holds a command's stdout in a temp file in the request dir, unlinked at
+// once: commands never see it (even running in the request dir itself), and
+// the space is freed when it is closed.
+type spool struct {
+	f          *os.File
+	size       int64
+	limit      int64
+	overflow   bool
+	err        error
+	onOverflow func()
+}
+
+func newSpool(dir string, limit int64, onOverflow func()) (*spool, error) {
+	f, err := os.CreateTemp(dir, ".stdout-")
+	if err != nil {
+		return nil, fmt.Errorf("error creating the output file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("error creating the output file: %w", err)
+	}
+	return &spool{f: f, limit: limit, onOverflow: onOverflow}, nil
+}
+
+// Write stores p, or, past the limit or after a write error, drops it (so the
+// command is never blocked on a full pipe) and stops the command.
+func (s *spool) Write(p []byte) (int, error) {
+	if s.overflow || s.err != nil {
+		return len(p), nil
+	}
+	if s.limit > 0 && s.size+int64(len(p)) > s.limit {
+		s.overflow = true
+		s.onOverflow()
+		return len(p), nil
+	}
+	n, err := s.f.Write(p)
+	s.size += int64(n)
+	if err != nil {
+		s.err = err
+		s.onOverflow()
+	}
+	return len(p), nil
+}
+
+// reader reads the output from its start.
+func (s *spool) reader() io.Reader { return io.NewSectionReader(s.f, 0, s.size) }
+
+// bytes returns the output without one trailing newline, as Argo CD's server
+// returns it; for outputs that are small or parsed whole anyway.
+func (s *spool) bytes() ([]byte, error) {
+	out, err := io.ReadAll(s.reader())
+	return bytes.TrimSuffix(out, []byte("\n")), err
+}
+
+// empty reports whether the output is empty or a lone newline.
+func (s *spool) empty() (bool, error) {
+	if s.size > 1 {
+		return false, nil
+	}
+	out, err := s.bytes()
+	return len(out) == 0, err
+}
+
+func (s *spool) Close() error { return s.f.Close() }

@@ -81,10 +81,54 @@ func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) erro
 	return nil
 }
 
+// checkTgzLimits reads a gzip-compressed tar and checks the entry count and the
+// declared sizes of its files against limits, writing nothing, so that a
+// tarball over a limit is refused before extraction starts instead of after
+// the limit's worth of files (4 GiB by default) has been written. Only a limit
+// is reported; a damaged stream is left for the extraction to report.
+func checkTgzLimits(r io.Reader, limits Limits) error {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	var files int
+	var size int64
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			return nil
+		}
+		files++
+		if err := checkEntryLimits(limits, files, size, hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+			size += hdr.Size
+		}
+	}
+}
+
+// checkEntryLimits checks the files-th entry hdr against limits, size being
+// the sum of the file sizes before it, before anything of it is written.
+func checkEntryLimits(limits Limits, files int, size int64, hdr *tar.Header) error {
+	if limits.MaxFiles > 0 && files > limits.MaxFiles {
+		return fmt.Errorf("repository tarball has more than %d entries (limit --max-files)", limits.MaxFiles)
+	}
+	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+		return nil
+	}
+	if hdr.Size < 0 || (limits.MaxExtractedBytes > 0 && size+hdr.Size > limits.MaxExtractedBytes) {
+		return fmt.Errorf("repository tarball expands to more than %d bytes (limit --max-extracted-bytes)", limits.MaxExtractedBytes)
+	}
+	return nil
+}
+
 func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 	x.files++
-	if x.limits.MaxFiles > 0 && x.files > x.limits.MaxFiles {
-		return fmt.Errorf("repository tarball has more than %d entries (limit --max-files)", x.limits.MaxFiles)
+	if err := checkEntryLimits(x.limits, x.files, x.bytes, hdr); err != nil {
+		return err
 	}
 	rel, skip, err := entryName(hdr.Name)
 	if err != nil || skip {
@@ -188,9 +232,6 @@ func (x *extractor) clearTarget(rel string) (string, error) {
 }
 
 func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error {
-	if hdr.Size < 0 || (x.limits.MaxExtractedBytes > 0 && x.bytes+hdr.Size > x.limits.MaxExtractedBytes) {
-		return fmt.Errorf("repository tarball expands to more than %d bytes (limit --max-extracted-bytes)", x.limits.MaxExtractedBytes)
-	}
 	abs, err := x.clearTarget(rel)
 	if err != nil {
 		return err

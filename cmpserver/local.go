@@ -32,9 +32,11 @@ type LocalRequest struct {
 // LocalGenerate runs init and generate and returns one JSON string per object.
 func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 	var out []string
-	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) (err error) {
-		out, err = e.generate(ctx, ws)
-		return err
+	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) error {
+		return e.generate(ctx, ws, func(doc []byte) error {
+			out = append(out, string(doc))
+			return nil
+		})
 	})
 	return out, err
 }

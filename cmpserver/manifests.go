@@ -1,6 +1,7 @@
 package cmpserver
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,26 +11,38 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// splitManifests turns a generate command's stdout, a stream of YAML documents or
-// JSON values, into one JSON string per object. Empty, comment-only and null
-// documents are dropped; kind: List is left for the repo-server to flatten.
-func splitManifests(out []byte) ([]string, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	var manifests []string
+// splitManifestStream reads a generate command's stdout, a stream of YAML
+// documents or JSON values, and calls emit with each object as JSON. Empty,
+// comment-only and null documents are dropped; kind: List is left for the
+// repo-server to flatten. The decoder holds one document at a time, so memory
+// follows the largest document, not the output; doc is only valid during emit.
+func splitManifestStream(r io.Reader, emit func(doc []byte) error) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReaderSize(r, 64<<10), 4096)
 	for {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("failed to unmarshal manifest: %w", err)
+			return fmt.Errorf("failed to unmarshal manifest: %w", err)
 		}
 		doc := bytes.TrimSpace(raw)
 		if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
 			continue
 		}
-		manifests = append(manifests, string(doc))
+		if err := emit(doc); err != nil {
+			return err
+		}
 	}
-	return manifests, nil
+}
+
+// splitManifests is splitManifestStream collected into strings.
+func splitManifests(out []byte) ([]string, error) {
+	var manifests []string
+	err := splitManifestStream(bytes.NewReader(out), func(doc []byte) error {
+		manifests = append(manifests, string(doc))
+		return nil
+	})
+	return manifests, err
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,9 +33,11 @@ type receivedRepo struct {
 // receiveRepo reads the metadata message and then every file chunk into a temp
 // file in dir (the request dir, named like Argo CD's: os.CreateTemp with no
 // pattern), hashing as it goes. A stream that sends nothing for idle (> 0) is
-// ended. The error strings of Argo CD's server are kept where they exist, since
-// users search for them.
-func receiveRepo(stream appStream, dir string, maxCompressed int64, idle time.Duration) (*receivedRepo, error) {
+// ended. With check, the tarball is also decompressed as it arrives and checked
+// against the extraction limits, so that a tarball over them (a gzip bomb) is
+// refused before anything is extracted. The error strings of Argo CD's server
+// are kept where they exist, since users search for them.
+func receiveRepo(stream appStream, dir string, limits Limits, check bool, idle time.Duration) (*receivedRepo, error) {
 	ctx := stream.Context()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
@@ -59,6 +62,12 @@ func receiveRepo(stream appStream, dir string, maxCompressed int64, idle time.Du
 	defer f.Close()
 	hash := sha256.New()
 	w := io.MultiWriter(f, hash)
+	var scan *limitScan
+	if check && (limits.MaxExtractedBytes > 0 || limits.MaxFiles > 0) {
+		scan = startLimitScan(limits)
+		defer scan.stop()
+	}
+	maxCompressed := limits.MaxCompressedBytes
 	var size int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -85,14 +94,85 @@ func receiveRepo(stream appStream, dir string, maxCompressed int64, idle time.Du
 		if _, err := w.Write(file.Chunk); err != nil {
 			return nil, fmt.Errorf("error writing repository tarball: %w", err)
 		}
+		if scan != nil {
+			if err := scan.feed(file.Chunk); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); got != meta.GetChecksum() {
 		return nil, errors.New("file checksum validation error")
+	}
+	if scan != nil {
+		if err := scan.finish(); err != nil {
+			return nil, err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("error writing repository tarball: %w", err)
 	}
 	return &receivedRepo{meta: meta, path: f.Name(), size: size}, nil
+}
+
+// limitScan runs checkTgzLimits on the chunks of a tarball as they arrive, in
+// its own goroutine behind a buffer, so receiving does not wait for
+// decompression and a bomb is refused while it is still being received.
+type limitScan struct {
+	chunks chan []byte
+	done   chan struct{}
+	err    error // set before done is closed
+	once   sync.Once
+}
+
+func startLimitScan(limits Limits) *limitScan {
+	s := &limitScan{chunks: make(chan []byte, 256), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.err = checkTgzLimits(&chunkReader{chunks: s.chunks}, limits)
+	}()
+	return s
+}
+
+// feed hands over the next chunk (not copied: gRPC gives every message its own
+// memory); it returns the limit error as soon as the check has found one.
+func (s *limitScan) feed(chunk []byte) error {
+	select {
+	case s.chunks <- chunk:
+		return nil
+	case <-s.done:
+		// Over a limit, or the check has ended (the tar ended or is damaged,
+		// which the extraction reports): either way no more chunks are needed.
+		return s.err
+	}
+}
+
+// finish ends the input and returns the check's result.
+func (s *limitScan) finish() error {
+	s.stop()
+	<-s.done
+	return s.err
+}
+
+// stop ends the input; the check then ends too, so its goroutine never leaks.
+func (s *limitScan) stop() { s.once.Do(func() { close(s.chunks) }) }
+
+// chunkReader reads a channel of byte slices as one stream.
+type chunkReader struct {
+	chunks <-chan []byte
+	cur    []byte
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		chunk, ok := <-r.chunks
+		if !ok {
+			return 0, io.EOF
+		}
+		r.cur = chunk
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
 }
 
 // errStreamIdle marks the error of a stream that stopped sending.

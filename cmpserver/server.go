@@ -139,6 +139,7 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),

@@ -29,11 +29,11 @@ func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*
 }
 
 func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginService_GenerateManifestServer) error {
-	var manifests []string
+	// The response is built in wire form as the output is split (see codec.go);
+	// SendMsg is what SendAndClose calls with a *ManifestResponse.
+	var manifests encodedManifests
 	err := svc.s.withRepo(stream, "GenerateManifest", true, func(ctx context.Context, ws *workspace) error {
-		var err error
-		manifests, err = svc.s.engine.generate(ctx, ws)
-		if err != nil {
+		if err := svc.s.engine.generate(ctx, ws, manifests.add); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
 		}
 		return nil
@@ -41,7 +41,7 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	if err != nil {
 		return err
 	}
-	return stream.SendAndClose(&pluginpb.ManifestResponse{Manifests: manifests})
+	return stream.SendMsg(&manifests)
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
@@ -107,7 +107,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(co
 	}
 	ws := &workspace{dir: dir}
 	defer s.engine.cleanup(ws)
-	repo, err := receiveRepo(stream, dir, s.opts.Limits.MaxCompressedBytes, s.opts.StreamIdleTimeout)
+	repo, err := receiveRepo(stream, dir, s.opts.Limits, extract, s.opts.StreamIdleTimeout)
 	if err != nil {
 		log.Warn("receive failed", zap.Error(err))
 		return err

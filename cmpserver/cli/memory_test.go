@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+)
+
+// procField reads one "Name: value kB" (status) or "name: value" (io) line of
+// /proc/<pid>/<file>.
+func procField(t *testing.T, pid int, file, name string) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
+			f := strings.Fields(rest)
+			v, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f) > 1 && f[1] == "kB" {
+				v <<= 10
+			}
+			return v
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/%s", name, pid, file)
+	return 0
+}
+
+func envInt64(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// loudPlugin prints DOCS ConfigMaps of 1069 bytes of YAML each.
+const loudPlugin = `kind: ConfigManagementPlugin
+metadata: {name: loud}
+spec:
+  generate:
+    command: [sh, -c]
+    args:
+    - |
+      x=$(head -c 1000 /dev/zero | tr '\0' x)
+      yes -- "---
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: cm
+      data:
+        k: $x" | head -n $((ARGOCD_ENV_DOCS * 7))
+`
+
+const loudDocBytes = 1069
+
+func serve(t *testing.T, plugin, name string, args ...string) (pid int, socket string) {
+	t.Helper()
+	configDir, socketDir, workDir := layout(t, plugin)
+	socket = filepath.Join(socketDir, name+".sock")
+	srv := exec.Command(binary, append([]string{"serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir}, args...)...)
+	var logs bytes.Buffer
+	srv.Stderr = &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		if err := <-exited; err != nil && !killedByTest(err) {
+			t.Errorf("server exit: %v\n%s", err, logs.String())
+		}
+	})
+	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
+	return srv.Process.Pid, socket
+}
+
+// TestLargeOutputPeakRSS: the server's peak RSS (VmHWM) for a plugin printing a
+// large stream must stay near twice the output (the chart's sidecar limit is 512Mi):
+// stdout goes to a file, documents are split from it one at a time and the
+// response is encoded once. Before, 91 MB of output took the server to 522 MiB.
+// CMP_RSS_TEST_MB sets the output size (48).
+func TestLargeOutputPeakRSS(t *testing.T) {
+	t.Parallel()
+	mb := envInt64("CMP_RSS_TEST_MB", 48)
+	docs := mb * 1_000_000 / loudDocBytes
+	output := docs * loudDocBytes
+	pid, socket := serve(t, loudPlugin, "loud", "--max-stdout-bytes", strconv.FormatInt(output+1, 10))
+	repo := t.TempDir()
+	if err := os.WriteFile(filepath.Join(repo, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := procField(t, pid, "status", "VmHWM")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := c.Generate(ctx, client.Request{RepoRoot: repo, Env: []string{"ARGOCD_ENV_DOCS=" + strconv.FormatInt(docs, 10)}})
+	if err != nil || int64(len(got)) != docs {
+		t.Fatalf("%d manifests, %v; want %d", len(got), err, docs)
+	}
+	peak := procField(t, pid, "status", "VmHWM")
+	t.Logf("output %.1f MB (%d documents): server VmHWM %.0f MiB (%.0f MiB at start), growth %.2f x the output",
+		float64(output)/1e6, docs, float64(peak)/(1<<20), float64(base)/(1<<20), float64(peak-base)/float64(output))
+	// About twice the output is expected; 3 x leaves room for the garbage
+	// collector's timing and still fails the 6 x of keeping it all in memory.
+	if limit := base + output*3; peak > limit {
+		t.Errorf("peak RSS %d MiB, want at most %d MiB (start + 3 x the output)", peak>>20, limit>>20)
+	}
+}
+
+// bomb is a tarball of files full of zeros: kilobytes compressed, files*fileMB
+// MiB extracted.
+func bomb(t *testing.T, files int, fileMB int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: ".", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, 1<<20)
+	for i := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("zeros-%d", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: fileMB << 20}); err != nil {
+			t.Fatal(err)
+		}
+		for range fileMB {
+			if _, err := tw.Write(zeros); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// sendRaw streams tgz to GenerateManifest in 1 KiB chunks, as the repo-server does.
+func sendRaw(t *testing.T, socket string, tgz []byte) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stream, err := pluginpb.NewConfigManagementPluginServiceClient(c.Conn()).GenerateManifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(tgz)
+	msgs := []*pluginpb.AppStreamRequest{{Request: &pluginpb.AppStreamRequest_Metadata{Metadata: &pluginpb.ManifestRequestMetadata{AppRelPath: ".", Checksum: hex.EncodeToString(sum[:]), Size: int64(len(tgz))}}}}
+	for i := 0; i < len(tgz); i += 1024 {
+		msgs = append(msgs, &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: tgz[i:min(i+1024, len(tgz))]}}})
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			if err == io.EOF {
+				break // the server answered early
+			}
+			t.Fatal(err)
+		}
+	}
+	_, err = stream.CloseAndRecv()
+	return err
+}
+
+// TestGzipBombRefusedBeforeWriting: a tarball whose files add up to more than
+// --max-extracted-bytes is refused before anything is extracted; the server
+// used to write files up to the limit first (4 GiB by default). Bytes written
+// are the server's wchar in /proc/<pid>/io (the received .tar.gz counts).
+// CMP_BOMB_FILES x CMP_BOMB_FILE_MB MiB (8 x 16) against a 64 MiB limit, or the
+// default limit with CMP_BOMB_DEFAULT_LIMIT=1.
+func TestGzipBombRefusedBeforeWriting(t *testing.T) {
+	t.Parallel()
+	files, fileMB := int(envInt64("CMP_BOMB_FILES", 8)), envInt64("CMP_BOMB_FILE_MB", 16)
+	var args []string
+	if os.Getenv("CMP_BOMB_DEFAULT_LIMIT") == "" {
+		args = []string{"--max-extracted-bytes", strconv.Itoa(64 << 20)}
+	}
+	pid, socket := serve(t, forkPlugin, "forker", args...)
+	tgz := bomb(t, files, fileMB)
+	before := procField(t, pid, "io", "wchar")
+	err := sendRaw(t, socket, tgz)
+	written := procField(t, pid, "io", "wchar") - before
+	t.Logf("bomb of %d MiB in %d files, %d KiB compressed: refused with %v; %.1f MiB written by the server",
+		int64(files)*fileMB, files, len(tgz)>>10, err, float64(written)/(1<<20))
+	if err == nil || !strings.Contains(err.Error(), "limit --max-extracted-bytes") {
+		t.Fatalf("error %v, want the --max-extracted-bytes limit", err)
+	}
+	if limit := int64(len(tgz)) + 1<<20; written > limit {
+		t.Errorf("%d bytes written, want at most the tarball and 1 MiB of logs (%d)", written, limit)
+	}
+}

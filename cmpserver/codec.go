@@ -1,0 +1,59 @@
+package cmpserver
+
+import (
+	"encoding/binary"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+)
+
+// encodedManifests is a plugin.ManifestResponse built in its wire form while
+// the generate output is split: field 1 (manifests, repeated string) once per
+// object, field 2 (sourceType) never set, as Argo CD's server never sets it.
+// Building []string and letting gRPC marshal it would hold the manifests twice
+// at the moment of sending; this holds them once, in chunks, so no growing
+// buffer is ever copied either.
+type encodedManifests struct {
+	chunks [][]byte
+	size   int
+	count  int
+}
+
+// manifestChunk is the size of one buffer; a larger object gets its own.
+const manifestChunk = 1 << 20
+
+func (m *encodedManifests) add(doc []byte) error {
+	// Tag of field 1 with wire type 2 (length-delimited), the length, the bytes.
+	need := 1 + binary.MaxVarintLen64 + len(doc)
+	last := len(m.chunks) - 1
+	if last < 0 || cap(m.chunks[last])-len(m.chunks[last]) < need {
+		m.chunks = append(m.chunks, make([]byte, 0, max(manifestChunk, need)))
+		last++
+	}
+	b := append(m.chunks[last], 0x0a)
+	b = binary.AppendUvarint(b, uint64(len(doc)))
+	b = append(b, doc...)
+	m.size += len(b) - len(m.chunks[last])
+	m.chunks[last] = b
+	m.count++
+	return nil
+}
+
+// codec is gRPC's proto codec, except that an *encodedManifests is sent as is.
+// gRPC checks the size against the send limit as for any message.
+type codec struct{ encoding.CodecV2 }
+
+func newCodec() codec { return codec{encoding.GetCodecV2(proto.Name)} }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(*encodedManifests)
+	if !ok {
+		return c.CodecV2.Marshal(v)
+	}
+	out := make(mem.BufferSlice, len(m.chunks))
+	for i, chunk := range m.chunks {
+		out[i] = mem.SliceBuffer(chunk)
+	}
+	return out, nil
+}

@@ -1,0 +1,44 @@
+package cmpserver
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+)
+
+// TestEncodedManifestsMatchProto: the response built in wire form is byte for
+// byte what proto.Marshal makes of a ManifestResponse with the same manifests,
+// across chunk boundaries and for documents larger than a chunk.
+func TestEncodedManifestsMatchProto(t *testing.T) {
+	for _, docs := range [][]string{
+		nil,
+		{`{"kind":"ConfigMap"}`},
+		{"a", strings.Repeat("b", 200), strings.Repeat("c", manifestChunk-10), "d", strings.Repeat("e", 3*manifestChunk), "f"},
+	} {
+		var m encodedManifests
+		for _, d := range docs {
+			if err := m.add([]byte(d)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := newCodec().Marshal(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := proto.Marshal(&pluginpb.ManifestResponse{Manifests: docs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Materialize(), want) || got.Len() != m.size || m.count != len(docs) {
+			t.Errorf("%d manifests: encoding differs from proto.Marshal (%d bytes, want %d)", len(docs), got.Len(), len(want))
+		}
+		var back pluginpb.ManifestResponse
+		if err := proto.Unmarshal(got.Materialize(), &back); err != nil || len(back.Manifests) != len(docs) {
+			t.Errorf("does not decode: %v", err)
+		}
+	}
+}
