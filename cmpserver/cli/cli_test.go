@@ -73,11 +73,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// startServer runs "cmp-server serve" on a layout until the test ends, when it
-// must exit 0 on SIGTERM (unless the test already ended it), and waits for socket.
-func startServer(t *testing.T, configDir, socketDir, workDir, socket string) *exec.Cmd {
+// startServer runs "cmp-server serve" on a layout, with extra flags, until the
+// test ends, when it must exit 0 on SIGTERM (unless the test already ended it),
+// and waits for socket. The server's log is in the failure message.
+func startServer(t *testing.T, configDir, socketDir, workDir, socket string, args ...string) *exec.Cmd {
 	t.Helper()
-	srv := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
+	srv := exec.Command(binary, append([]string{"serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir}, args...)...)
+	var logs bytes.Buffer
+	srv.Stderr = &logs
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func startServer(t *testing.T, configDir, socketDir, workDir, socket string) *ex
 	t.Cleanup(func() {
 		_ = srv.Process.Signal(syscall.SIGTERM)
 		if err := <-exited; err != nil && !killedByTest(err) {
-			t.Errorf("server exit: %v", err)
+			t.Errorf("server exit: %v\n%s", err, logs.String())
 		}
 	})
 	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })

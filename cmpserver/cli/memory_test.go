@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,22 +76,7 @@ func serve(t *testing.T, plugin, name string, args ...string) (pid int, socket s
 	t.Helper()
 	configDir, socketDir, workDir := layout(t, plugin)
 	socket = filepath.Join(socketDir, name+".sock")
-	srv := exec.Command(binary, append([]string{"serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir}, args...)...)
-	var logs bytes.Buffer
-	srv.Stderr = &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
-	t.Cleanup(func() {
-		_ = srv.Process.Signal(syscall.SIGTERM)
-		if err := <-exited; err != nil && !killedByTest(err) {
-			t.Errorf("server exit: %v\n%s", err, logs.String())
-		}
-	})
-	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
-	return srv.Process.Pid, socket
+	return startServer(t, configDir, socketDir, workDir, socket, args...).Process.Pid, socket
 }
 
 // TestLargeOutputPeakRSS: the server's peak RSS (VmHWM) for a plugin printing a

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,7 +16,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -47,7 +47,7 @@ func patchDeployment(t *testing.T, patch string, strategic bool) int64 {
 func waitRollout(t *testing.T, minGeneration int64, replicas int) harness.Rollout {
 	t.Helper()
 	start := time.Now()
-	r, err := env.cp.Client().WaitRollout(chainNS, repoServer, harness.RepoServerSelector, minGeneration, replicas, 90*time.Second)
+	r, err := env.cp.Client().WaitRollout(chainNS, repoServer, harness.RepoServerSelector, minGeneration, replicas, true, 90*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestRealChain(t *testing.T) {
 		}
 		err := c.Get(harness.WebhookConfigurations+"/"+harness.Release, nil)
 		var apiErr *harness.APIError
-		if err == nil || !asAPIErr(err, &apiErr) || apiErr.Code != http.StatusNotFound {
+		if err == nil || !errors.As(err, &apiErr) || apiErr.Code != http.StatusNotFound {
 			t.Errorf("MutatingWebhookConfiguration %s after uninstall: %v", harness.Release, err)
 		}
 		// With the injector gone and no configuration left, labelled pods are
@@ -333,35 +333,11 @@ func argoRelease(t *testing.T, i int, rel harness.ArgoRelease, gen int64, repoUR
 // stored as Argo CD's manifest made it, not injected.
 func waitPlainRollout(t *testing.T) string {
 	t.Helper()
-	c := env.cp.Client()
-	var name string
-	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
-		rs, _, err := c.NewestReplicaSet(chainNS, repoServer, harness.RepoServerSelector)
-		if err != nil {
-			return false, err
-		}
-		pods, err := c.ListPods(chainNS, "pod-template-hash="+rs.Labels["pod-template-hash"])
-		if err != nil || len(pods) != 1 {
-			return false, fmt.Errorf("ReplicaSet %s: %d pods (%v)", rs.Name, len(pods), err)
-		}
-		if _, ok := pods[0].Annotations[keys.StatusAnnotation]; ok {
-			t.Fatalf("pod %s was injected before anyone asked", pods[0].Name)
-		}
-		name = rs.Name
-		return true, nil
-	})
+	r, err := env.cp.Client().WaitRollout(chainNS, repoServer, harness.RepoServerSelector, 0, 1, false, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return name
-}
-
-func asAPIErr(err error, target **harness.APIError) bool {
-	e, ok := err.(*harness.APIError)
-	if ok {
-		*target = e
-	}
-	return ok
+	return r.ReplicaSet.Name
 }
 
 func mustJSON(v any) []byte {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -53,7 +54,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 	err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
 		_, err := editor.CreatePod(ns, pod.DeepCopy(), false)
 		// RBAC bindings reach the authorizer's cache shortly after creation.
-		if asAPIErr(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
+		if errors.As(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
 			return false, err
 		}
 		return err == nil, err
@@ -83,7 +84,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 				return
 			}
 			var apiErr *harness.APIError
-			if !asAPIErr(err, &apiErr) || !strings.Contains(apiErr.Message, tc.want) {
+			if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, tc.want) {
 				t.Fatalf("patch %s: %v, want a denial containing %q", tc.patch, err, tc.want)
 			}
 			t.Logf("denied: %s", apiErr.Message)
@@ -112,7 +113,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 		pre.Annotations[keys.ConfigAnnotationPrefix+"helm"] += "\n# edited after rendering\n"
 		_, err = editor.CreatePod(ns, pre, false)
 		var apiErr *harness.APIError
-		if !asAPIErr(err, &apiErr) || !strings.Contains(apiErr.Message, `differs from plugin "helm"'s config`) {
+		if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, `differs from plugin "helm"'s config`) {
 			t.Fatalf("edited pre-injected pod: %v", err)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,11 +106,17 @@ var metricName = regexp.MustCompile(`\bcmp_(?:injector|server)_[a-z_]+\b`)
 // generation with an init command), scrapes them, and requires every metric
 // name in the dashboard and the alerts to be among the scraped ones.
 func TestQueriesUseExportedMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bins, err := harness.BuildBinaries(ctx, filepath.Join(t.TempDir(), "bin"), "cmp-injector", "cmp-server")
+	if err != nil {
+		t.Fatal(err)
+	}
 	exported := map[string]bool{}
-	for name := range scrapeInjector(t) {
+	for name := range scrapeInjector(t, bins["cmp-injector"]) {
 		exported[name] = true
 	}
-	for name := range scrapeServer(t) {
+	for name := range scrapeServer(t, bins["cmp-server"]) {
 		exported[name] = true
 	}
 	var missing []string
@@ -147,20 +152,14 @@ func names(samples map[string]float64) map[string]bool {
 	return out
 }
 
-func scrapeInjector(t *testing.T) map[string]bool {
+func scrapeInjector(t *testing.T, bin string) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	dir := t.TempDir()
-	bins, err := harness.BuildBinaries(ctx, filepath.Join(dir, "bin"), "cmp-injector", "cmp-server")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cat, err := harness.ExampleCatalog(true, map[string][]string{"argocd": {"helm"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := harness.NewInjector(bins["cmp-injector"], filepath.Join(dir, "inj"), cat, nil)
+	in, err := harness.NewInjector(bin, filepath.Join(dir, "inj"), cat, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,19 +198,16 @@ func review(labels, annotations string) string {
 		`"spec":{"containers":[{"name":"argocd-repo-server","image":"x"}]}}}}`
 }
 
-func scrapeServer(t *testing.T) map[string]bool {
+func scrapeServer(t *testing.T, bin string) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Short: the plugin socket path must fit in 108 bytes.
 	dir, err := os.MkdirTemp("", "cmpobs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	bins, err := harness.BuildBinaries(ctx, filepath.Join(dir, "bin"), "cmp-server")
-	if err != nil {
-		t.Fatal(err)
-	}
 	conf := filepath.Join(dir, "conf")
 	if err := os.MkdirAll(conf, 0o755); err != nil {
 		t.Fatal(err)
@@ -229,7 +225,7 @@ func scrapeServer(t *testing.T) map[string]bool {
 	if err := os.MkdirAll(sockets, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := harness.Start("cmp-server", []string{bins["cmp-server"], "serve", "--config-dir", conf, "--socket-dir", sockets,
+	p, err := harness.Start("cmp-server", []string{bin, "serve", "--config-dir", conf, "--socket-dir", sockets,
 		"--work-dir", filepath.Join(dir, "w"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, nil, dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -257,23 +253,11 @@ func scrapeServer(t *testing.T) map[string]bool {
 	if _, err := cl.Generate(ctx, client.Request{RepoRoot: repo}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	samples, err := harness.ScrapeMetrics(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	out := map[string]bool{}
-	for _, line := range strings.Split(buf.String(), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		n, _, _ := strings.Cut(line, "{")
-		n, _, _ = strings.Cut(n, " ")
-		out[n] = true
-	}
-	return out
+	return names(samples)
 }
 
 // TestChartShipsThem: enabled, the chart renders the dashboard ConfigMap with

@@ -178,16 +178,6 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 // Stop ends every container of the pod.
 func (rs *RepoServer) Stop() { rs.Pod.Stop() }
 
-// Container is the booted process of a container, or nil.
-func (rs *RepoServer) Container(name string) *Process {
-	for _, p := range rs.Pod.Processes() {
-		if p.Name == name {
-			return p
-		}
-	}
-	return nil
-}
-
 // Call invokes a repo-server RPC through repoclient ("generate" for
 // GenerateManifest, "appdetails" for GetAppDetails) with req as Argo CD's own
 // JSON of the request message, and decodes the response into out. A failed

@@ -315,8 +315,10 @@ type Rollout struct {
 
 // WaitRollout waits until the Deployment controller observed generation
 // minGeneration and the newest ReplicaSet has replicas live pods, all stored
-// injected (with the status annotation).
-func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, replicas int, timeout time.Duration) (Rollout, error) {
+// injected (with the status annotation), or, when injected is false, none of
+// them injected: a pod stored otherwise fails at once.
+func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, replicas int, injected bool, timeout time.Duration) (Rollout, error) {
+	var wrong error
 	var r Rollout
 	err := Eventually(timeout, 100*time.Millisecond, func() (bool, error) {
 		rs, dep, err := c.NewestReplicaSet(ns, name, selector)
@@ -341,11 +343,19 @@ func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, rep
 			return false, fmt.Errorf("ReplicaSet %s has %d of %d pods", rs.Name, len(live), replicas)
 		}
 		for _, p := range live {
-			if _, ok := p.Annotations[keys.StatusAnnotation]; !ok {
+			_, ok := p.Annotations[keys.StatusAnnotation]
+			switch {
+			case !injected && ok:
+				wrong = fmt.Errorf("pod %s was injected", p.Name)
+				return true, nil
+			case injected && !ok:
 				return false, fmt.Errorf("pod %s is not injected", p.Name)
 			}
 		}
 		return true, nil
 	})
+	if wrong != nil {
+		return r, wrong
+	}
 	return r, err
 }

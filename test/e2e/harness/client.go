@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -177,29 +178,25 @@ func asAPIError(err error, target **APIError) bool {
 // ConfigMapData reads a ConfigMap's data; found is false when it does not exist.
 func (c *Client) ConfigMapData(ns, name string) (map[string]string, bool, error) {
 	var cm corev1.ConfigMap
-	err := c.Get("/api/v1/namespaces/"+ns+"/configmaps/"+name, &cm)
-	var apiErr *APIError
-	if asAPIError(err, &apiErr) && apiErr.Code == http.StatusNotFound {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return cm.Data, true, nil
+	found, err := c.getIfExists("/api/v1/namespaces/"+ns+"/configmaps/"+name, &cm)
+	return cm.Data, found, err
 }
 
 // SecretData reads a Secret's data; found is false when it does not exist.
 func (c *Client) SecretData(ns, name string) (map[string][]byte, bool, error) {
-	var s corev1.Secret
-	err := c.Get("/api/v1/namespaces/"+ns+"/secrets/"+name, &s)
+	var sec corev1.Secret
+	found, err := c.getIfExists("/api/v1/namespaces/"+ns+"/secrets/"+name, &sec)
+	return sec.Data, found, err
+}
+
+// getIfExists decodes GET path into out; found is false on NotFound.
+func (c *Client) getIfExists(path string, out any) (found bool, err error) {
+	err = c.Get(path, out)
 	var apiErr *APIError
-	if asAPIError(err, &apiErr) && apiErr.Code == http.StatusNotFound {
-		return nil, false, nil
+	if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+		return false, nil
 	}
-	if err != nil {
-		return nil, false, err
-	}
-	return s.Data, true, nil
+	return err == nil, err
 }
 
 // MergePatch applies an RFC 7386 merge patch (kubectl patch --type merge).

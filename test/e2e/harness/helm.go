@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,7 +111,7 @@ func (in *Injector) waitReady() error {
 		if done, werr := in.proc.Exited(); done {
 			return false, fmt.Errorf("cmp-injector exited: %v\n%s", werr, tail(in.proc.Output(), 4000))
 		}
-		resp, err := httpGet(in.MetricsURL + "/readyz")
+		resp, err := http.Get(in.MetricsURL + "/readyz")
 		if err != nil {
 			return false, err
 		}

@@ -110,8 +110,6 @@ func (in *Injector) Start() error {
 	return in.waitReady()
 }
 
-var httpGet = http.Get
-
 // Stop sends SIGTERM and waits for the drain.
 func (in *Injector) Stop() error {
 	if in.proc == nil {
@@ -130,9 +128,15 @@ func (in *Injector) Output() string {
 	return in.proc.Output()
 }
 
-// Metrics scrapes /metrics and returns every sample as "name{labels}" → value.
+// Metrics scrapes the injector's /metrics (ScrapeMetrics).
 func (in *Injector) Metrics() (map[string]float64, error) {
-	resp, err := http.Get(in.MetricsURL + "/metrics")
+	return ScrapeMetrics(in.MetricsURL + "/metrics")
+}
+
+// ScrapeMetrics reads a Prometheus text endpoint and returns every sample as
+// "name{labels}" → value.
+func ScrapeMetrics(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
 	if err != nil {
 		return nil, err
 	}

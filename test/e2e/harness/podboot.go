@@ -362,10 +362,6 @@ func (b *BootedPod) Project() error {
 	return nil
 }
 
-// SetPod replaces the pod whose annotations and labels downwardAPI volumes
-// project (after the apiserver changed them); call Project to write them.
-func (b *BootedPod) SetPod(pod *corev1.Pod) { b.pod = pod }
-
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -378,35 +374,37 @@ func writeAtomic(path string, data []byte) error {
 }
 
 func (b *BootedPod) configMapFiles(v *corev1.ConfigMapVolumeSource) (map[string][]byte, error) {
-	if b.opts.Objects == nil {
-		return nil, fmt.Errorf("configMap %s: no object source to read it from", v.Name)
-	}
-	data, found, err := b.opts.Objects.ConfigMapData(b.pod.Namespace, v.Name)
-	if err != nil {
-		return nil, err
-	}
-	if !found && (v.Optional == nil || !*v.Optional) {
-		return nil, fmt.Errorf("configMap %s/%s not found", b.pod.Namespace, v.Name)
-	}
-	raw := map[string][]byte{}
-	for k, val := range data {
-		raw[k] = []byte(val)
-	}
-	return selectItems(raw, v.Items)
+	return b.objectFiles("configMap", v.Name, v.Optional, v.Items, func(o ObjectSource) (map[string][]byte, bool, error) {
+		data, found, err := o.ConfigMapData(b.pod.Namespace, v.Name)
+		raw := make(map[string][]byte, len(data))
+		for k, val := range data {
+			raw[k] = []byte(val)
+		}
+		return raw, found, err
+	})
 }
 
 func (b *BootedPod) secretFiles(v *corev1.SecretVolumeSource) (map[string][]byte, error) {
+	return b.objectFiles("secret", v.SecretName, v.Optional, v.Items, func(o ObjectSource) (map[string][]byte, bool, error) {
+		return o.SecretData(b.pod.Namespace, v.SecretName)
+	})
+}
+
+// objectFiles reads a configMap or secret volume's object as the kubelet does:
+// a missing object is an error unless the volume is optional (then empty).
+func (b *BootedPod) objectFiles(kind, name string, optional *bool, items []corev1.KeyToPath,
+	read func(ObjectSource) (map[string][]byte, bool, error)) (map[string][]byte, error) {
 	if b.opts.Objects == nil {
-		return nil, fmt.Errorf("secret %s: no object source to read it from", v.SecretName)
+		return nil, fmt.Errorf("%s %s: no object source to read it from", kind, name)
 	}
-	data, found, err := b.opts.Objects.SecretData(b.pod.Namespace, v.SecretName)
+	data, found, err := read(b.opts.Objects)
 	if err != nil {
 		return nil, err
 	}
-	if !found && (v.Optional == nil || !*v.Optional) {
-		return nil, fmt.Errorf("secret %s/%s not found", b.pod.Namespace, v.SecretName)
+	if !found && (optional == nil || !*optional) {
+		return nil, fmt.Errorf("%s %s/%s not found", kind, b.pod.Namespace, name)
 	}
-	return selectItems(data, v.Items)
+	return selectItems(data, items)
 }
 
 // selectItems applies a volume's items: only the listed keys, at their paths.

@@ -127,7 +127,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	r, err := c.WaitRollout(harness.ArgoNamespace, harness.RepoServerName, harness.RepoServerSelector, gen, 1, 60*time.Second)
+	r, err := c.WaitRollout(harness.ArgoNamespace, harness.RepoServerName, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
 	if err != nil {
 		return err
 	}
