@@ -140,7 +140,9 @@ apt_install() {
     log "installing Debian $2"
     local sudo=""
     [ "$(id -u)" = 0 ] || sudo=sudo
-    $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+    # Wait for the dpkg lock rather than fail: two tool installs may overlap.
+    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$2" >/dev/null
   fi
   ln -sfn "$(command -v "$1")" "$BIN/$1"
 }
