@@ -177,6 +177,17 @@ func nested(obj map[string]any, path []string) (map[string]any, bool) {
 	return cur, true
 }
 
+// DeniedCount is how many objects are denied.
+func DeniedCount(objs []*Object) int {
+	n := 0
+	for _, o := range objs {
+		if o.Report != nil && o.Report.Decision == inject.Denied {
+			n++
+		}
+	}
+	return n
+}
+
 // Denials joins the messages of every denied object, one per line.
 func Denials(objs []*Object) error {
 	var msgs []string
@@ -220,7 +231,11 @@ func Explain(w io.Writer, objs []*Object) error {
 			continue
 		}
 		r := o.Report
-		fmt.Fprintf(w, "%s: %s [%s]\n", o.ID(), r.Decision, reasonList(r.Reasons))
+		what := r.Message()
+		if r.Decision == inject.Denied {
+			what = string(r.Decision) // the problems follow, one a line
+		}
+		fmt.Fprintf(w, "%s: %s [%s]\n", o.ID(), what, reasonList(r.Reasons))
 		switch r.Decision {
 		case inject.Injected:
 			fmt.Fprintf(w, "  plugins: %s\n  init containers: %s\n  containers: %s\n  volumes: %s\n  catalog revision: %s\n",

@@ -81,9 +81,9 @@ func TestProcessStream(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ConfigMap argocd/cm: no pod template, passed through",
-		"DaemonSet ds: injected [injected]",
+		"DaemonSet ds: injected plugins: helm [injected]",
 		"init containers: cmp-injector-copy, cmp-helm",
-		"ReplicaSet elsewhere/rs: skipped [not_labelled]",
+		"ReplicaSet elsewhere/rs: skipped: no label cmp-injector.io/inject=true on the pod (template), so it is not opted in [not_labelled]",
 	} {
 		if !strings.Contains(ex.String(), want) {
 			t.Errorf("explain lacks %q:\n%s", want, ex.String())

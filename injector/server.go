@@ -74,7 +74,10 @@ func New(cfg Config, log *zap.Logger) *Server {
 		Failed: func(err error) {
 			s.metrics.catalogErrors.Inc()
 			s.metrics.catalogOK.Set(0)
-			log.Error("catalog rejected; keeping the previous version", zap.String("file", cfg.CatalogFile), zap.Error(err))
+			// Before the first valid version, Serve returns the error.
+			if s.catalog.Current() != nil {
+				log.Error("catalog rejected; keeping the previous version", zap.String("file", cfg.CatalogFile), zap.Error(err))
+			}
 		},
 	})
 	s.certs = NewCertReloader(cfg.CertFile, cfg.KeyFile,
@@ -85,7 +88,9 @@ func New(cfg Config, log *zap.Logger) *Server {
 		},
 		func(err error) {
 			s.metrics.certErrors.Inc()
-			log.Error("serving certificate rejected; keeping the previous one", zap.Error(err))
+			if s.certs.Loaded() {
+				log.Error("serving certificate rejected; keeping the previous one", zap.Error(err))
+			}
 		})
 	return s
 }
@@ -181,11 +186,18 @@ func (s *Server) TLSConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
 }
 
-// LoadInitial reads the catalog and certificate once. Failures are logged and
-// leave the server not ready; polling keeps trying.
-func (s *Server) LoadInitial() {
-	_, _ = s.catalog.Reload()
-	_ = s.certs.Reload()
+// LoadInitial reads the catalog and certificate once and returns every
+// problem: a server that starts without them would only look started. Keeping
+// the previous version is for reloads.
+func (s *Server) LoadInitial() error {
+	var errs []error
+	if _, err := s.catalog.Reload(); err != nil {
+		errs = append(errs, fmt.Errorf("catalog %s: %w", s.cfg.CatalogFile, err))
+	}
+	if err := s.certs.Reload(); err != nil {
+		errs = append(errs, fmt.Errorf("serving certificate: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Run listens on the configured addresses until ctx ends, then drains.
@@ -204,7 +216,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on listeners the caller opened (tests use port 0).
 func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) error {
-	s.LoadInitial()
+	if err := s.LoadInitial(); err != nil {
+		_ = webhookLn.Close()
+		_ = metricsLn.Close()
+		return err
+	}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	defer stopPolling()
 	go s.catalog.Run(pollCtx)

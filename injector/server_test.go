@@ -149,23 +149,73 @@ func TestRefusesOldTLS(t *testing.T) {
 	}
 }
 
-// Not ready without a catalog; reviews are then refused with a clear message
-// (fail closed), and a catalog appearing later is picked up.
-func TestNotReadyUntilCatalogLoaded(t *testing.T) {
-	catFile := filepath.Join(t.TempDir(), "catalog.yaml")
-	ts := startServer(t, catFile)
-	if code, body := ts.get(t, ts.metricsURL+"/readyz"); code != 503 || !strings.Contains(body, "no valid catalog") {
-		t.Errorf("readyz without catalog: %d %s", code, body)
-	}
-	r := ts.review(t, podReview("u", "argocd", []byte(testPod), false))
-	if r.Allowed || !strings.Contains(r.Result.Message, "no valid plugin catalog") {
-		t.Errorf("review without catalog: %+v", r.Result)
-	}
-	data, _ := os.ReadFile("testdata/catalog.yaml")
-	if err := os.WriteFile(catFile, data, 0o644); err != nil {
+// Start-up fails at once, naming each problem, without a valid catalog or
+// certificate: a server that kept running would only look started.
+func TestStartFailsWithoutCatalogOrCertificate(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("plugins: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() bool { code, _ := ts.get(t, ts.metricsURL+"/readyz"); return code == 200 })
+	for name, tc := range map[string]struct {
+		catalog, cert string
+		want          []string
+	}{
+		"no catalog":      {filepath.Join(dir, "missing.yaml"), "", []string{"catalog " + filepath.Join(dir, "missing.yaml"), "no such file"}},
+		"bad catalog":     {bad, "", []string{"catalog " + bad}},
+		"no certificate":  {"testdata/catalog.yaml", filepath.Join(dir, "none.crt"), []string{"serving certificate", "none.crt"}},
+		"neither of both": {bad, filepath.Join(dir, "none.crt"), []string{"catalog " + bad, "serving certificate"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{CatalogFile: tc.catalog, CertFile: tc.cert, KeyFile: tc.cert, Poll: time.Second}
+			if tc.cert == "" {
+				cfg.CertFile, cfg.KeyFile = writeCert(t)
+			}
+			hl, _ := net.Listen("tcp", "127.0.0.1:0")
+			ml, _ := net.Listen("tcp", "127.0.0.1:0")
+			done := make(chan error, 1)
+			go func() { done <- New(cfg, zap.NewNop()).Serve(t.Context(), hl, ml) }()
+			select {
+			case err := <-done:
+				for _, w := range tc.want {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("error %v lacks %q", err, w)
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Serve kept running")
+			}
+		})
+	}
+}
+
+// The handler itself refuses reviews while no catalog is loaded (fail closed),
+// should it ever be served before one is.
+func TestNoCatalogDenies(t *testing.T) {
+	s := New(Config{CatalogFile: filepath.Join(t.TempDir(), "none.yaml")}, zap.NewNop())
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(podReview("u", "argocd", []byte(testPod), false)))
+	req.Header.Set("Content-Type", "application/json")
+	s.WebhookHandler().ServeHTTP(rec, req)
+	var r admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || r.Response == nil {
+		t.Fatalf("%v: %s", err, rec.Body.String())
+	}
+	if r.Response.Allowed || !strings.Contains(r.Response.Result.Message, "no valid plugin catalog") {
+		t.Errorf("review without catalog: %+v", r.Response.Result)
+	}
+}
+
+func writeCert(t *testing.T) (certFile, keyFile string) {
+	dir := t.TempDir()
+	b, err := certs.Generate(certs.Options{Service: "s", Namespace: "n", Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 }
 
 // A rotated key pair is served without a restart.

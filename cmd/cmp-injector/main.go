@@ -3,11 +3,12 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/cmp-injector/cmp-injector/injector/cli"
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

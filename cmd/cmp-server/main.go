@@ -12,7 +12,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, map[string]cli.Command{
-		"helm": helmplugin.Main,
-	}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command))
 }

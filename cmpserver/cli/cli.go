@@ -1,88 +1,54 @@
 // Package cli is the cmp-server command line: serve (the default), run, call,
-// copy, probe and version. cmd/cmp-server adds the helm subcommand.
+// copy, probe and version. cmd/cmp-server adds the helm subcommand. Every
+// command returns an error; serving.Program prints it once and picks the exit
+// code.
 package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
-// Command is one subcommand.
-type Command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-
-// Main dispatches args (without the program name). With no args, or when the
-// first arg is a flag, it serves, like Argo CD's argocd-cmp-server entrypoint.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra map[string]Command) int {
-	commands := map[string]Command{
-		"serve":   Serve,
-		"run":     Run,
-		"call":    Call,
-		"copy":    Copy,
-		"probe":   Probe,
-		"version": printVersion,
+// Commands are cmp-server's own subcommands; cmd/cmp-server adds helm.
+func Commands() []serving.Command {
+	return []serving.Command{
+		{Name: "serve", Summary: "serve the plugin in ./plugin.yaml's config dir on a unix socket, like argocd-cmp-server", Run: Serve},
+		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: Run},
+		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: Call},
+		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: Probe},
+		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: Copy},
+		{Name: "version", Summary: "print the version", Run: printVersion},
 	}
-	for name, c := range extra {
-		commands[name] = c
-	}
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return Serve(ctx, args, stdout, stderr)
-	}
-	if c, ok := commands[args[0]]; ok {
-		return c(ctx, args[1:], stdout, stderr)
-	}
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintf(stderr, "cmp-server: unknown command %q (commands: %s; no command means serve)\n", args[0], strings.Join(names, ", "))
-	return 2
 }
 
-func printVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	fmt.Fprintln(stdout, version.Version)
-	return 0
+// Main dispatches args (without the program name) and returns the exit code.
+// With no args, or when the first arg is a flag, it serves, like Argo CD's
+// argocd-cmp-server entrypoint.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, extra ...serving.Command) int {
+	p := serving.Program{
+		Name:     "cmp-server",
+		Summary:  "A drop-in argocd-cmp-server for Argo CD plugin sidecars, with its local runner and client.",
+		Commands: append(Commands(), extra...),
+		Default:  "serve",
+	}
+	return p.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
-// newFlagSet returns a FlagSet that prints errors and usage to stderr.
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
+func printVersion(_ context.Context, args []string, stdio serving.IO) error {
+	if err := serving.NewFlagSet("cmp-server version", "").Parse(args); err != nil {
+		return err
 	}
-	return fs
-}
-
-// parseWithAction parses flags that may come before or after one positional
-// action word, e.g. "run generate --config f" or "run --config f generate".
-func parseWithAction(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", err
-	}
-	if fs.NArg() == 0 {
-		return "", nil
-	}
-	action := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return "", err
-	}
-	if fs.NArg() > 0 {
-		return "", fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	return action, nil
+	_, err := fmt.Fprintln(stdio.Stdout, version.Version)
+	return err
 }
 
 // envDefault returns the environment variable's value or def.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,8 +286,82 @@ func TestRunAndCallAgree(t *testing.T) {
 
 func TestUnknownCommand(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := Main(context.Background(), []string{"bogus"}, &stderr, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "unknown command") {
+	if code := Main(context.Background(), []string{"bogus"}, nil, &stderr, &stderr); code != 2 || !strings.Contains(stderr.String(), "unknown command") {
 		t.Errorf("code %d: %s", code, stderr.String())
+	}
+}
+
+// --help, -h and help print usage on stdout and exit 0, for the program and
+// every command (helm included, as cmd/cmp-server adds it); the program's help
+// lists every command; a mistyped flag is reported once.
+func TestHelpEverywhere(t *testing.T) {
+	help := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(binary, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, stdout.String(), stderr.String()
+	}
+	names := []string{"helm"}
+	for _, c := range Commands() {
+		names = append(names, c.Name)
+	}
+	for _, flag := range []string{"--help", "-h", "help"} {
+		code, out, stderr := help(flag)
+		if code != 0 || stderr != "" || !strings.Contains(out, "Exit codes:") {
+			t.Errorf("%s: exit %d, stderr %q\n%s", flag, code, stderr, out)
+		}
+		for _, n := range names {
+			if !strings.Contains(out, "\n  "+n+" ") {
+				t.Errorf("%s: help lacks %s\n%s", flag, n, out)
+			}
+		}
+	}
+	for _, n := range names {
+		for _, args := range [][]string{{n, "--help"}, {n, "-h"}, {"help", n}} {
+			code, out, stderr := help(args...)
+			if code != 0 || stderr != "" || !strings.HasPrefix(out, "usage: cmp-server "+n) {
+				t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, stderr, out)
+			}
+		}
+	}
+	code, out, stderr := help("run", "generate", "--confg", "x")
+	if code != 2 || out != "" || strings.Count(stderr, "flag provided but not defined: -confg") != 1 {
+		t.Errorf("mistyped flag: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
+
+// call knows at once that nothing listens: no socket, or a stale one.
+func TestCallFailsFastWithoutServer(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "call")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	for socket, want := range map[string]string{
+		filepath.Join(dir, "missing.sock"): "no socket at",
+		stale:                              "connection refused",
+	} {
+		start := time.Now()
+		out, err := exec.Command(binary, "call", "--socket", socket, "check").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) || time.Since(start) > 30*time.Second {
+			t.Errorf("%s: %v after %s\n%s", socket, err, time.Since(start), out)
+		}
 	}
 }
 

@@ -6,28 +6,31 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Copy places this binary at DEST (the copy init container's job): written to a
 // temp file next to DEST, made 0755 and renamed over DEST, so a sidecar never
 // sees a half-written file.
-func Copy(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 || args[0] == "" || args[0][0] == '-' {
-		fmt.Fprintln(stderr, "Usage: cmp-server copy DEST")
-		return 2
+func Copy(_ context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server copy", "DEST")
+	dest, err := fs.ParseAction(args)
+	if err != nil {
+		return err
 	}
-	dest := args[0]
+	if dest == "" {
+		return fs.Errorf("DEST is required")
+	}
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintln(stderr, "copy:", err)
-		return 1
+		return err
 	}
 	if err := copyFile(self, dest); err != nil {
-		fmt.Fprintln(stderr, "copy:", err)
-		return 1
+		return err
 	}
-	fmt.Fprintf(stdout, "copied %s to %s (mode 0755)\n", self, dest)
-	return 0
+	fmt.Fprintf(stdio.Stdout, "copied %s to %s (mode 0755)\n", self, dest)
+	return nil
 }
 
 func copyFile(src, dest string) (err error) {

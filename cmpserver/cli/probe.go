@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Probe exits 0 once the plugin server of this container answers on its socket.
@@ -24,57 +24,37 @@ import (
 // container (eventually the repo-server) only after it passes, so the
 // repo-server never enumerates sockets before every plugin can answer. It runs
 // in the sidecar with serve's env and defaults, so both resolve the same paths.
-func Probe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("probe", "cmp-server probe [--socket-dir DIR] [--config-dir DIR] [--timeout 2s]", stderr)
+func Probe(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server probe", "[--socket-dir DIR] [--config-dir DIR] [--timeout 2s]")
 	var configDir, socketDir string
-	serverDirFlags(fs, &configDir, &socketDir)
+	serverDirFlags(fs.FlagSet, &configDir, &socketDir)
 	timeout := fs.Duration("timeout", 2*time.Second, "how long the server may take to answer CheckPluginConfiguration")
 	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return usageError(fs, stderr, fmt.Errorf("unexpected arguments %q", fs.Args()))
+		return err
 	}
 	plugin, _, err := pluginconfig.Load(pluginconfig.ConfigPath(configDir))
 	if err != nil {
 		// A probe's output is one line in the pod's events: fold the
 		// validation list onto it.
-		fmt.Fprintln(stderr, "probe:", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return 1
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	socket := filepath.Join(socketDir, plugin.SocketName())
 	if err := probe(ctx, socket, *timeout); err != nil {
-		fmt.Fprintln(stderr, "probe:", err)
-		return 1
+		return err
 	}
-	fmt.Fprintf(stdout, "%s answers\n", socket)
-	return 0
+	fmt.Fprintf(stdio.Stdout, "%s answers\n", socket)
+	return nil
 }
 
 // probe explains why socket does not answer, or returns nil. The plain dial
 // first turns a refused or forbidden connection into its own reason at once,
 // where gRPC would only retry until the timeout.
 func probe(ctx context.Context, socket string, timeout time.Duration) error {
-	fi, err := os.Stat(socket)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("no socket at %s: the plugin server is not listening", socket)
-	case err != nil:
-		return err
-	case fi.Mode().Type() != os.ModeSocket:
-		return fmt.Errorf("%s exists but is not a socket", socket)
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("%s: connection refused: stale socket, no server listens on it", socket)
-	case err != nil:
-		return fmt.Errorf("%s: %w", socket, err)
+	if err := dialable(ctx, socket); err != nil {
+		return err
 	}
-	conn.Close()
 	c, err := client.Dial(ctx, socket)
 	if err != nil {
 		return timeoutReason(socket, timeout, err)
@@ -84,6 +64,29 @@ func probe(ctx context.Context, socket string, timeout time.Duration) error {
 		return timeoutReason(socket, timeout, err)
 	}
 	return nil
+}
+
+// dialable explains why nothing can listen on socket (it is missing, not a
+// socket, or stale), or returns nil once a plain connection succeeds.
+func dialable(ctx context.Context, socket string) error {
+	fi, err := os.Stat(socket)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("no socket at %s: the plugin server is not listening", socket)
+	case err != nil:
+		return err
+	case fi.Mode().Type() != os.ModeSocket:
+		return fmt.Errorf("%s exists but is not a socket", socket)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%s: connection refused: stale socket, no server listens on it", socket)
+	case err != nil:
+		return fmt.Errorf("%s: %w", socket, err)
+	}
+	return conn.Close()
 }
 
 func timeoutReason(socket string, timeout time.Duration, err error) error {

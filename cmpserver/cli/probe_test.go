@@ -129,7 +129,7 @@ func TestProbeBadInput(t *testing.T) {
 	code, _, stderr = runProbe(t, nil, "--config-dir", configDir, "--socket-dir", socketDir)
 	wantFailure(t, code, stderr, "is not a socket")
 
-	if code, _, stderr := runProbe(t, nil, "extra"); code != 2 || !strings.Contains(stderr, "Usage: cmp-server probe") {
+	if code, _, stderr := runProbe(t, nil, "extra"); code != 2 || !strings.Contains(stderr, "Run 'cmp-server probe --help' for usage.") {
 		t.Errorf("extra argument: exit %d\n%s", code, stderr)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // appFlags are the repository and Application facts that run and call turn into
@@ -102,83 +103,100 @@ func readParameters(path string) ([]params.AppParameter, error) {
 }
 
 // Run executes a plugin.yaml locally: cmp-server run generate|parameters|match.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("run", "cmp-server run generate|parameters|match --config FILE --app-dir DIR [flags]", stderr)
+func Run(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server run", "generate|parameters|match --config FILE --app-dir DIR [flags]")
 	config := fs.String("config", "plugin.yaml", "the plugin.yaml to run")
 	var a appFlags
-	a.register(fs)
+	a.register(fs.FlagSet)
 	var req cmpserver.LocalRequest
-	limitFlags(fs, &req.Limits)
-	execFlags(fs, &req.Exec)
-	level, format := logFlags(fs)
-	action, err := parseWithAction(fs, args)
+	limitFlags(fs.FlagSet, &req.Limits)
+	execFlags(fs.FlagSet, &req.Exec)
+	level, format := logFlags(fs.FlagSet)
+	action, err := fs.ParseAction(args)
 	if err != nil {
-		return usageError(fs, stderr, err)
+		return err
 	}
-	log, err := newLogger(level, format, stderr)
+	var do func(context.Context, cmpserver.LocalRequest) (any, error)
+	switch action {
+	case "generate":
+		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) {
+			return cmpserver.LocalGenerate(ctx, r)
+		}
+	case "parameters":
+		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) {
+			return cmpserver.LocalParameters(ctx, r)
+		}
+	case "match":
+		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) { return cmpserver.LocalMatch(ctx, r) }
+	default:
+		return fs.Errorf("unknown action %q: want generate, parameters or match", action)
+	}
+	log, err := newLogger(level, format, stdio.Stderr)
 	if err != nil {
-		return usageError(fs, stderr, err)
+		return fs.Errorf("%v", err)
 	}
 	plugin, warnings, err := pluginconfig.Load(*config)
 	for _, w := range warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+		fmt.Fprintln(stdio.Stderr, "warning:", w)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return err
 	}
 	root, appRel, env, err := a.request()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return err
 	}
 	noZeroLimits(&req.Limits)
 	req.Plugin, req.RepoRoot, req.AppRelPath, req.Env, req.Logger = plugin, root, appRel, env, log
 	req.LogLevel, req.LogFormat = *level, *format
-	var out any
-	switch action {
-	case "generate":
-		out, err = cmpserver.LocalGenerate(ctx, req)
-	case "parameters":
-		out, err = cmpserver.LocalParameters(ctx, req)
-	case "match":
-		out, err = cmpserver.LocalMatch(ctx, req)
-	default:
-		return usageError(fs, stderr, fmt.Errorf("unknown action %q: want generate, parameters or match", action))
+	out, err := do(ctx, req)
+	if err != nil {
+		return err
 	}
-	return printResult(stdout, stderr, out, err)
+	return printResult(stdio.Stdout, out)
 }
 
 // Call drives a running server over its socket like a repo-server.
-func Call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("call", "cmp-server call --socket PATH generate|parameters|match|check [flags]", stderr)
+func Call(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server call", "--socket PATH generate|parameters|match|check [flags]")
 	socket := fs.String("socket", "", "the plugin's unix socket")
 	timeout := fs.Duration("timeout", 60*time.Second, "request deadline, sent to the server as grpc-timeout")
 	var a appFlags
-	a.register(fs)
-	action, err := parseWithAction(fs, args)
+	a.register(fs.FlagSet)
+	action, err := fs.ParseAction(args)
 	if err != nil {
-		return usageError(fs, stderr, err)
+		return err
 	}
-	if *socket == "" {
-		return usageError(fs, stderr, fmt.Errorf("--socket is required"))
+	switch {
+	case *socket == "":
+		return fs.Errorf("--socket is required")
+	case action == "":
+		return fs.Errorf("an action is required: generate, parameters, match or check")
+	case action != "generate" && action != "parameters" && action != "match" && action != "check":
+		return fs.Errorf("unknown action %q: want generate, parameters, match or check", action)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	// A missing socket or one nobody listens on is known at once; gRPC would
+	// retry it until the deadline.
+	if err := dialable(ctx, *socket); err != nil {
+		return err
+	}
 	c, err := client.Dial(ctx, *socket)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return err
 	}
 	defer c.Close()
 	if action == "check" {
 		res, err := c.Check(ctx)
-		return printResult(stdout, stderr, res, err)
+		if err != nil {
+			return err
+		}
+		return printResult(stdio.Stdout, res)
 	}
 	root, appRel, env, err := a.request()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return err
 	}
 	req := client.Request{RepoRoot: root, AppRelPath: appRel, Env: env}
 	var out any
@@ -191,34 +209,22 @@ func Call(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var res client.MatchResult
 		res, err = c.Match(ctx, req)
 		out = res.Supported
-	default:
-		return usageError(fs, stderr, fmt.Errorf("unknown action %q: want generate, parameters, match or check", action))
 	}
-	return printResult(stdout, stderr, out, err)
-}
-
-func usageError(fs *flag.FlagSet, stderr io.Writer, err error) int {
-	if err != flag.ErrHelp {
-		fmt.Fprintln(stderr, err)
-		fs.Usage()
+	if err != nil {
+		return err
 	}
-	return 2
+	return printResult(stdio.Stdout, out)
 }
 
 // printResult prints manifests as a YAML stream, booleans as true/false and
 // anything else as indented JSON.
-func printResult(stdout, stderr io.Writer, out any, err error) int {
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
+func printResult(stdout io.Writer, out any) error {
 	switch v := out.(type) {
 	case []string:
 		for i, m := range v {
 			doc, err := yaml.JSONToYAML([]byte(m))
 			if err != nil {
-				fmt.Fprintln(stderr, err)
-				return 1
+				return err
 			}
 			if i > 0 {
 				fmt.Fprintln(stdout, "---")
@@ -230,10 +236,9 @@ func printResult(stdout, stderr io.Writer, out any, err error) int {
 	default:
 		data, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+			return err
 		}
 		fmt.Fprintln(stdout, string(data))
 	}
-	return 0
+	return nil
 }

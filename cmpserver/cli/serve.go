@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
@@ -72,11 +72,11 @@ func serverDirFlags(fs *flag.FlagSet, configDir, socketDir *string) {
 }
 
 // Serve runs the plugin server until SIGTERM or SIGINT.
-func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("serve", "cmp-server [serve] [flags]", stderr)
+func Serve(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server serve", "[flags]   (also: cmp-server [flags])")
 	var opts cmpserver.Options
 	var configDir string
-	serverDirFlags(fs, &configDir, &opts.SocketDir)
+	serverDirFlags(fs.FlagSet, &configDir, &opts.SocketDir)
 	workBase := fs.String("work-dir", envDefault(keys.EnvCMPWorkDir, os.TempDir()), "parent of the _cmp_server request dir, which is wiped at start (env "+keys.EnvCMPWorkDir+", else $TMPDIR)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
 	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
@@ -84,24 +84,19 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")
 	fs.IntVar(&opts.MaxConcurrentStreams, "max-concurrent-streams", cmpserver.DefaultMaxConcurrentStreams, "streaming requests handled at once; one more fails at once with ResourceExhausted (0 = no cap)")
 	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
-	limitFlags(fs, &opts.Limits)
-	execFlags(fs, &opts.Exec)
-	level, format := logFlags(fs)
+	limitFlags(fs.FlagSet, &opts.Limits)
+	execFlags(fs.FlagSet, &opts.Exec)
+	level, format := logFlags(fs.FlagSet)
 	otlp := map[string]*string{}
 	for _, name := range []string{"otlp-address", "otlp-insecure", "otlp-headers", "otlp-attrs", "otlp-sample-ratio"} {
 		otlp[name] = fs.String(name, "", "accepted for compatibility with argocd-cmp-server; tracing is not implemented")
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "serve: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	log, err := newLogger(level, format, stderr)
+	log, err := newLogger(level, format, stdio.Stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return fs.Errorf("%v", err)
 	}
 	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
 	for name, v := range otlp {
@@ -114,8 +109,7 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warn("plugin configuration: " + w)
 	}
 	if err != nil {
-		log.Error("cannot start", zap.Error(err))
-		return 1
+		return fmt.Errorf("cannot start: %w", err)
 	}
 	noZeroLimits(&opts.Limits)
 	// The library reads 0 as "default"; on the command line 0 means "off".
@@ -132,8 +126,7 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts.LogLevel, opts.LogFormat = *level, *format
 	srv, err := cmpserver.New(opts)
 	if err != nil {
-		log.Error("cannot start", zap.Error(err))
-		return 1
+		return fmt.Errorf("cannot start: %w", err)
 	}
 	// The sidecar's first process adopts every orphan in the container; without a
 	// reaper they would stay zombies until the pod is deleted.
@@ -146,11 +139,10 @@ func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := srv.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("server failed", zap.Error(err))
-		return 1
+		return fmt.Errorf("server failed: %w", err)
 	}
 	log.Info("cmp-server stopped")
-	return 0
+	return nil
 }
 
 func envInt(name string, def int) int {

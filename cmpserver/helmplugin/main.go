@@ -7,71 +7,59 @@ package helmplugin
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
 	"strings"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-const usage = `usage: cmp-server helm <generate|parameters> [--repo-root DIR]
+// Command is `cmp-server helm`, added to cmp-server's commands by cmd/cmp-server.
+var Command = serving.Command{
+	Name:    "helm",
+	Summary: "the built-in Helm plugin: generate renders the chart, parameters announces its values",
+	Run:     Main,
+}
 
+const notes = `actions:
   generate     render the chart in the working directory with helm template
   parameters   print the chart's parameter announcement as a JSON array
 
 Parameters come from ARGOCD_APP_PARAMETERS. Paths they name must stay inside the
-repository root: --repo-root, else $CMP_REPO_ROOT, else the working directory.
-`
+repository root: --repo-root, else $CMP_REPO_ROOT, else the working directory.`
 
-// Main runs one helm plugin subcommand. args follow "cmp-server helm"; the process
-// env is the plugin env and the working directory is the app dir. It returns the
-// process exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+// Main runs one helm plugin action. args follow "cmp-server helm"; the process
+// env is the plugin env and the working directory is the app dir.
+func Main(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server helm", "generate|parameters [--repo-root DIR]")
+	fs.Notes(notes)
+	repoRoot := fs.String("repo-root", "", "repository root that bounds every path a parameter names")
+	action, err := fs.ParseAction(args)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	var run func(context.Context, Request) error
-	switch sub {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
+	switch action {
 	case "generate":
 		run = Generate
 	case "parameters":
 		run = Announce
+	case "":
+		return fs.Errorf("an action is required: generate or parameters")
 	default:
-		fmt.Fprintf(stderr, "cmp-server helm: unknown subcommand %q\n%s", sub, usage)
-		return 2
-	}
-	fs := flag.NewFlagSet("cmp-server helm "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	repoRoot := fs.String("repo-root", "", "repository root that bounds every path a parameter names")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "cmp-server helm %s: unexpected arguments %q\n", sub, fs.Args())
-		return 2
+		return fs.Errorf("unknown action %q: want generate or parameters", action)
 	}
 	dir, err := os.Getwd()
 	if err != nil {
-		fmt.Fprintf(stderr, "cmp-server helm %s: %v\n", sub, err)
-		return 1
+		return err
 	}
-	err = run(ctx, Request{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdout, Stderr: stderr})
-	if err == nil {
-		return 0
-	}
+	err = run(ctx, Request{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 	var helmErr *HelmError
 	if errors.As(err, &helmErr) {
-		// helm's own message is the error text the user sees, unprefixed.
-		fmt.Fprintln(stderr, helmErr.Error())
-		return helmErr.ExitCode
+		// helm's own message is the error text the user sees, unprefixed, and
+		// its exit code is ours.
+		return &serving.ExitError{Code: helmErr.ExitCode, Err: helmErr}
 	}
-	fmt.Fprintf(stderr, "cmp-server helm %s: %v\n", sub, err)
-	return 1
+	return err
 }
 
 // environ turns KEY=value pairs into a map; a later duplicate wins, as with exec.

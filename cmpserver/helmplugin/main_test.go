@@ -8,7 +8,20 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
+
+func TestMainHelp(t *testing.T) {
+	dir := chartDir(t, "echo")
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"generate", "--help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, stderr := runMain(t, dir, nil, args...)
+			if code != 0 || !strings.Contains(out, "usage: cmp-server helm generate|parameters") || !strings.Contains(out, "ARGOCD_APP_PARAMETERS") || stderr != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+			}
+		})
+	}
+}
 
 // runMain runs Main as cmp-server would: env from the process, the chart as cwd.
 func runMain(t *testing.T, dir string, env map[string]string, args ...string) (int, string, string) {
@@ -20,7 +33,8 @@ func runMain(t *testing.T, dir string, env map[string]string, args ...string) (i
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, args, &stdout, &stderr)
+	p := serving.Program{Name: "cmp-server", Commands: []serving.Command{Command}}
+	code := p.Main(ctx, append([]string{"helm"}, args...), serving.IO{Stdout: &stdout, Stderr: &stderr})
 	return code, stdout.String(), stderr.String()
 }
 
@@ -56,12 +70,12 @@ func TestMainErrors(t *testing.T) {
 		code     int
 		inStderr string
 	}{
-		{"no subcommand", "echo", nil, 2, "usage:"},
-		{"unknown subcommand", "echo", []string{"install"}, 2, `unknown subcommand "install"`},
+		{"no action", "echo", nil, 2, "an action is required"},
+		{"unknown action", "echo", []string{"install"}, 2, `unknown action "install"`},
 		{"stray argument", "echo", []string{"generate", "extra"}, 2, "unexpected arguments"},
 		{"bad flag", "echo", []string{"generate", "--nope"}, 2, "flag provided but not defined"},
 		{"broken chart", "broken", []string{"generate"}, 1, "Error: parse error at (broken/templates/bad.yaml:5)"},
-		{"bad parameter", "echo", []string{"generate"}, 1, "cmp-server helm generate: " + keys.EnvAppParameters},
+		{"bad parameter", "echo", []string{"generate"}, 1, "cmp-server helm: " + keys.EnvAppParameters},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

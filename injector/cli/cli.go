@@ -5,8 +5,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,77 +20,39 @@ import (
 	"github.com/cmp-injector/cmp-injector/certs"
 	"github.com/cmp-injector/cmp-injector/injector"
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
-const usage = `usage: cmp-injector <command> [flags]
-
-commands:
-  serve     run the admission webhook
-  inject    apply the webhook's injection to YAML documents (offline)
-  explain   say whether each pod/workload would be injected, denied or skipped
-  certs     issue a CA and a serving certificate for the webhook Service
-  version   print the version
-`
-
-// Main runs the command in args (os.Args[1:]) and returns the exit code: 0, 1 for
-// a failure, 2 for a usage error.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) < 1 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	err := run(args[0], args[1:], stdin, stdout)
-	var ue usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, err)
-		return 2
-	default:
-		fmt.Fprintln(stderr, "cmp-injector:", err)
-		return 1
-	}
+// program is the command table; Main and the tests run it.
+var program = serving.Program{
+	Name:    "cmp-injector",
+	Summary: "The admission webhook that adds Argo CD plugin sidecars to repo-server pods, its offline twins and the certificate tool.",
+	Commands: []serving.Command{
+		{Name: "serve", Summary: "run the admission webhook", Run: serve},
+		{Name: "inject", Summary: "apply the webhook's injection to YAML documents (offline); exit 1 when one is denied", Run: injectCmd},
+		{Name: "explain", Summary: "say whether each pod or workload would be injected, denied or skipped, and why; exit 1 when one is denied", Run: explainCmd},
+		{Name: "certs", Summary: "issue a CA and a serving certificate for the webhook Service", Run: issue},
+		{Name: "version", Summary: "print the version", Run: printVersion},
+	},
 }
 
-type usageError string
+// Main runs the command in args (os.Args[1:]) and returns the exit code: 0, 1
+// for a failure or a denial, 2 for a usage error.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return program.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
 
-func (e usageError) Error() string { return string(e) }
-
-func run(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
-	switch cmd {
-	case "serve":
-		return serve(args)
-	case "inject":
-		return offline(args, stdin, stdout, false)
-	case "explain":
-		return offline(args, stdin, stdout, true)
-	case "certs":
-		return issue(args, stdout)
-	case "version", "--version":
-		_, err := fmt.Fprintln(stdout, version.Version)
-		return err
-	case "help", "-h", "--help":
-		_, err := fmt.Fprint(stdout, usage)
+func printVersion(_ context.Context, args []string, io serving.IO) error {
+	if err := serving.NewFlagSet("cmp-injector version", "").Parse(args); err != nil {
 		return err
 	}
-	return usageError(fmt.Sprintf("unknown command %q\n%s", cmd, usage))
+	_, err := fmt.Fprintln(io.Stdout, version.Version)
+	return err
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error())
-	}
-	if fs.NArg() > 0 {
-		return usageError(fmt.Sprintf("%s: unexpected arguments %q", fs.Name(), fs.Args()))
-	}
-	return nil
-}
-
-func serve(args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+func serve(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-injector serve", "--catalog FILE --tls-cert-file FILE --tls-key-file FILE [flags]")
 	var cfg injector.Config
 	fs.StringVar(&cfg.CatalogFile, "catalog", "", "plugin catalog file (required)")
 	fs.StringVar(&cfg.CertFile, "tls-cert-file", "", "serving certificate, PEM (required)")
@@ -107,50 +67,53 @@ func serve(args []string) error {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; more wait to be accepted")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
-	if err := parse(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if cfg.CatalogFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
-		return usageError("serve: --catalog, --tls-cert-file and --tls-key-file are required")
+		return fs.Errorf("--catalog, --tls-cert-file and --tls-key-file are required")
 	}
 	cfg.TrustedUsers = trusted
 	if cfg.MaxConnections < 1 {
-		return usageError(fmt.Sprintf("serve: --max-connections must be at least 1, got %d", cfg.MaxConnections))
+		return fs.Errorf("--max-connections must be at least 1, got %d", cfg.MaxConnections)
 	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(logLevel)
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	log, err := zc.Build()
-	if err != nil {
-		return err
-	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	// No stack traces: every error the server logs is expected and says what
+	// to do; a trace would only bury that.
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stdio.Stderr), logLevel), zap.AddCaller())
 	defer func() { _ = log.Sync() }()
 	log.Info("starting cmp-injector", zap.String("version", version.Version))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return injector.New(cfg, log).Run(ctx)
 }
 
-func offline(args []string, stdin io.Reader, stdout io.Writer, explain bool) error {
-	name := "inject"
-	if explain {
-		name = "explain"
-	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func injectCmd(_ context.Context, args []string, io serving.IO) error {
+	return offline("inject", args, io)
+}
+
+func explainCmd(_ context.Context, args []string, io serving.IO) error {
+	return offline("explain", args, io)
+}
+
+func offline(name string, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-injector "+name, "--catalog FILE [-f FILE] [--namespace NS]")
 	catFile := fs.String("catalog", "", "plugin catalog file (required)")
 	in := fs.String("f", "-", "input YAML file, - for stdin")
 	ns := fs.String("namespace", "", "namespace to decide for (default: each object's metadata.namespace, else \"default\")")
-	if err := parse(fs, args); err != nil {
+	fs.Notes("Exit codes: 0 every object injected, skipped or passed through; 1 an object is denied (inject then writes nothing) or the input is bad; 2 usage error.")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *catFile == "" {
-		return usageError(name + ": --catalog is required")
+		return fs.Errorf("--catalog is required")
 	}
 	cat, err := catalog.Load(*catFile)
 	if err != nil {
 		return fmt.Errorf("catalog %s: %w", *catFile, err)
 	}
-	r := stdin
+	r := stdio.Stdin
 	if *in != "-" {
 		f, err := os.Open(*in)
 		if err != nil {
@@ -163,19 +126,26 @@ func offline(args []string, stdin io.Reader, stdout io.Writer, explain bool) err
 	if err != nil {
 		return err
 	}
-	if explain {
-		return injector.Explain(stdout, objs)
+	if name == "explain" {
+		if err := injector.Explain(stdio.Stdout, objs); err != nil {
+			return err
+		}
+		// The same exit code as inject, so a pipeline can gate on explain.
+		if n := injector.DeniedCount(objs); n > 0 {
+			return fmt.Errorf("%d of %d objects would be denied", n, len(objs))
+		}
+		return nil
 	}
 	// Nothing is written when any object is denied: half an output would be
 	// applied by a pipeline that does not check the exit code.
 	if err := injector.Denials(objs); err != nil {
 		return err
 	}
-	return injector.WriteObjects(stdout, objs)
+	return injector.WriteObjects(stdio.Stdout, objs)
 }
 
-func issue(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
+func issue(_ context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-injector certs", "--service NAME --namespace NS [flags]")
 	var o certs.Options
 	var dns stringList
 	var ips ipList
@@ -188,14 +158,14 @@ func issue(args []string, stdout io.Writer) error {
 	secret := fs.String("secret-name", "", "print a kubernetes.io/tls Secret with this name to stdout instead of writing files")
 	caDir := fs.String("ca-dir", "", "keep the CA (ca.crt, ca.key) in this directory and sign with it: made on first use, reused after, so rotating the serving certificate never changes the caBundle")
 	rotateCA := fs.Bool("rotate-ca", false, "with --ca-dir: replace the CA; ca.crt of the output is the new and the old CA, for the caBundle during the switch")
-	if err := parse(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if o.Service == "" || o.Namespace == "" {
-		return usageError("certs: --service and --namespace are required")
+		return fs.Errorf("--service and --namespace are required")
 	}
 	if *rotateCA && *caDir == "" {
-		return usageError("certs: --rotate-ca needs --ca-dir, where the CA to replace is kept")
+		return fs.Errorf("--rotate-ca needs --ca-dir, where the CA to replace is kept")
 	}
 	o.DNSNames, o.IPs = dns, ips
 	var ca *certs.CA
@@ -220,7 +190,7 @@ func issue(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(y)
+		_, err = stdio.Stdout.Write(y)
 		return err
 	}
 	return b.WriteFiles(*outDir)

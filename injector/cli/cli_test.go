@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,28 @@ import (
 )
 
 const catalogFile = "../testdata/catalog.yaml"
+
+// run is Main with the command's error as stderr's text: nil on exit 0.
+func run(cmd string, args []string, stdin io.Reader, stdout io.Writer) error {
+	code, stderr := runCode(cmd, args, stdin, stdout)
+	if code == 0 {
+		return nil
+	}
+	return &exitErr{code, stderr}
+}
+
+func runCode(cmd string, args []string, stdin io.Reader, stdout io.Writer) (int, string) {
+	var stderr bytes.Buffer
+	code := Main(context.Background(), append([]string{cmd}, args...), stdin, stdout, &stderr)
+	return code, stderr.String()
+}
+
+type exitErr struct {
+	code   int
+	stderr string
+}
+
+func (e *exitErr) Error() string { return e.stderr }
 
 func TestInjectAndExplainCommands(t *testing.T) {
 	in, err := os.ReadFile("../testdata/golden/argocd-repo-server.yaml")
@@ -35,6 +59,12 @@ func TestInjectAndExplainCommands(t *testing.T) {
 	if err := run("explain", []string{"--catalog", catalogFile}, bytes.NewReader(in), &out); err != nil || !strings.Contains(out.String(), "Deployment argocd/argocd-repo-server: injected") {
 		t.Errorf("explain: %v\n%s", err, out.String())
 	}
+	// explain exits like inject: 1 when an object would be denied.
+	out.Reset()
+	code, stderr := runCode("explain", []string{"--catalog", catalogFile, "--namespace", "team-a", "-f", "../testdata/golden/argocd-repo-server.yaml"}, nil, &out)
+	if code != 1 || !strings.Contains(out.String(), "plugin_not_enabled") || !strings.Contains(stderr, "1 of 1 objects would be denied") {
+		t.Errorf("denied explain: exit %d, stderr %q, output %q", code, stderr, out.String())
+	}
 }
 
 func TestCertsCommand(t *testing.T) {
@@ -57,10 +87,78 @@ func TestCertsCommand(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"nope"}, {"serve"}, {"inject"}, {"inject", "--catalog", catalogFile, "extra"}} {
-		err := run(args[0], args[1:], nil, &bytes.Buffer{})
-		if _, ok := err.(usageError); !ok {
-			t.Errorf("%v: %v is not a usage error", args, err)
+	for _, args := range [][]string{{"nope"}, {"serve"}, {"inject"}, {"inject", "--catalog", catalogFile, "extra"}, {"certs", "--service", "s"}} {
+		var out bytes.Buffer
+		if code, stderr := runCode(args[0], args[1:], nil, &out); code != 2 || stderr == "" || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, stderr, out.String())
 		}
+	}
+}
+
+// A mistyped flag is reported once, on the stderr given to Main, with a
+// pointer to the command's help.
+func TestBadFlagPrintedOnce(t *testing.T) {
+	code, stderr := runCode("inject", []string{"--catalgo", "x"}, nil, io.Discard)
+	if code != 2 || strings.Count(stderr, "flag provided but not defined: -catalgo") != 1 ||
+		!strings.Contains(stderr, "Run 'cmp-injector inject --help' for usage.") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// --help, -h and help print usage on stdout and exit 0, for the program and
+// every command; the program's help lists every command.
+func TestHelpEverywhere(t *testing.T) {
+	var lists []string
+	for _, c := range program.Commands {
+		lists = append(lists, c.Name)
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		var out bytes.Buffer
+		code := Main(context.Background(), args, nil, &out, io.Discard)
+		for _, name := range lists {
+			if !strings.Contains(out.String(), "\n  "+name+" ") {
+				t.Errorf("%v: help lacks command %s", args, name)
+			}
+		}
+		if code != 0 || !strings.Contains(out.String(), "Exit codes: 0 success, 1 failure") {
+			t.Errorf("%v: exit %d\n%s", args, code, out.String())
+		}
+	}
+	for _, name := range lists {
+		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {
+			var out, errOut bytes.Buffer
+			code := Main(context.Background(), args, nil, &out, &errOut)
+			if code != 0 || !strings.HasPrefix(out.String(), "usage: cmp-injector "+name) || errOut.Len() != 0 {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+			}
+		}
+	}
+}
+
+// serve with a broken catalog and no certificate exits 1 at once, naming both
+// problems in one message, with no stack trace.
+func TestServeFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "catalog.yaml")
+	if err := os.WriteFile(bad, []byte("plugins: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runCode("serve", []string{"--catalog", bad, "--tls-cert-file", filepath.Join(dir, "tls.crt"),
+		"--tls-key-file", filepath.Join(dir, "tls.key"), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, io.Discard)
+	if code != 1 {
+		t.Errorf("exit %d", code)
+	}
+	for _, want := range []string{"cmp-injector serve: catalog " + bad + ": yaml: line 1", "\nserving certificate: open "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	for _, not := range []string{"keeping the previous", "goroutine ", "\n\t", ": yaml: yaml:"} {
+		if strings.Contains(stderr, not) {
+			t.Errorf("stderr has %q", not)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", stderr)
 	}
 }

@@ -120,13 +120,26 @@ func asValidation(err error, ve **ValidationError) bool {
 }
 
 func TestParseRejectsDuplicateKeysAndGarbage(t *testing.T) {
-	for name, doc := range map[string]string{
-		"duplicate key": "apiVersion: a\napiVersion: b\n",
-		"not yaml":      "plugins: [",
-		"wrong type":    "plugins: 3\n",
+	example, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(example); err != nil {
+		t.Fatal(err)
+	}
+	// The example with one key twice: only the duplicate can be refused.
+	dup := strings.Replace(string(example), "    image: alpine/helm:3.16.2\n", "    image: alpine/helm:3.16.2\n    image: alpine/helm:3.16.3\n", 1)
+	if dup == string(example) {
+		t.Fatal("the example changed; the duplicate was not inserted")
+	}
+	for name, tc := range map[string]struct{ doc, want string }{
+		"duplicate key": {dup, `key "image" already set in map`},
+		"not yaml":      {"plugins: [", "yaml: line 1: did not find expected node content"},
+		"wrong type":    {"plugins: 3\n", "decode: "},
 	} {
-		if _, err := Parse([]byte(doc)); err == nil {
-			t.Errorf("%s: accepted", name)
+		_, err := Parse([]byte(tc.doc))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.HasPrefix(err.Error(), "yaml: yaml:") {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
 	}
 }

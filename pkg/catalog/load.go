@@ -31,7 +31,7 @@ func Load(path string) (*Catalog, error) {
 func Parse(data []byte) (*Catalog, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, &ValidationError{Problems: []string{"yaml: " + err.Error()}}
+		return nil, &ValidationError{Problems: []string{yamlProblem(err)}}
 	}
 	var f File
 	var p problems
@@ -52,6 +52,16 @@ func Parse(data []byte) (*Catalog, error) {
 		c.Revision = hex.EncodeToString(sum[:])[:12]
 	}
 	return c, nil
+}
+
+// yamlProblem says "yaml: line N: ..." once: the library's message may carry
+// the prefix already, or wrap it.
+func yamlProblem(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	if !strings.HasPrefix(msg, "yaml: ") {
+		msg = "yaml: " + msg
+	}
+	return msg
 }
 
 func build(p *problems, f *File) *Catalog {

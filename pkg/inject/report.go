@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 // Decision is the outcome of one injection attempt.
@@ -108,16 +110,34 @@ func (r *Report) Message() string {
 	case Injected:
 		return "injected plugins: " + strings.Join(r.Plugins, ", ")
 	default:
-		return "skipped: " + reasonText(r.Reasons)
+		causes := make([]string, len(r.Reasons))
+		for i, reason := range r.Reasons {
+			causes[i] = skipCause(reason)
+		}
+		return "skipped: " + strings.Join(causes, "; ")
 	}
 }
 
-func reasonText(rs []Reason) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = string(r)
+// skipCause says why a pod is admitted unchanged in words that name what to
+// change; the reason code stays the metric label.
+func skipCause(r Reason) string {
+	switch r {
+	case ReasonNotLabelled:
+		return "no label " + keys.InjectLabel + "=" + keys.EnabledValue + " on the pod (template), so it is not opted in"
+	case ReasonAlreadyInjected:
+		return "the pod already has " + keys.StatusAnnotation + ": an earlier pass injected it"
+	case ReasonNotCreate:
+		return "not a CREATE or UPDATE of a pod"
+	case ReasonNotPod:
+		return "not a pod"
+	case ReasonNotInjected:
+		return "an UPDATE of a pod cmp-injector did not inject"
+	case ReasonOwnedUnchanged:
+		return "the UPDATE leaves what cmp-injector owns as the catalog has it"
+	case ReasonTrustedUser:
+		return "the UPDATE comes from a trusted user"
 	}
-	return strings.Join(s, ", ")
+	return string(r)
 }
 
 func skipped(r Reason) *Report {

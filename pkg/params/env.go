@@ -3,6 +3,7 @@ package params
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -116,7 +117,7 @@ func Decode(data []byte) ([]AppParameter, error) {
 	}
 	var ps []AppParameter
 	if err := json.Unmarshal(data, &ps); err != nil {
-		return nil, fmt.Errorf("parameters must be a JSON array of {name, string|array|map}: %w", err)
+		return nil, decodeError(err)
 	}
 	for i, p := range ps {
 		if p.Name == "" {
@@ -124,4 +125,43 @@ func Decode(data []byte) ([]AppParameter, error) {
 		}
 	}
 	return ps, nil
+}
+
+// parametersShape says what the parameters must look like, in YAML and in
+// JSON, for errors a user reads: Go's own decoding errors name Go types.
+const parametersShape = `parameters must be a list of entries with a name and one of string, array or map, ` +
+	`e.g. in YAML "- name: replicas\n  string: '2'" or in JSON [{"name":"replicas","string":"2"}]`
+
+// decodeError turns a decoding error into parametersShape and what was found
+// where, without Go type names.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		where := "at the top level"
+		if te.Field != "" {
+			where = "in " + te.Field
+		}
+		return fmt.Errorf("%s; found %s %s", parametersShape, jsonKind(te.Value), where)
+	case errors.As(err, &se):
+		return fmt.Errorf("%s; not valid JSON: %s (at byte %d)", parametersShape, se.Error(), se.Offset)
+	}
+	return fmt.Errorf("%s: %w", parametersShape, err)
+}
+
+func jsonKind(v string) string {
+	switch v {
+	case "object":
+		return "a mapping (JSON object)"
+	case "array":
+		return "a list (JSON array)"
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	}
+	return v
 }

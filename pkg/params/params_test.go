@@ -83,9 +83,21 @@ func TestEnvironCollisionsAreDeterministic(t *testing.T) {
 }
 
 func TestDecodeErrors(t *testing.T) {
-	for _, in := range []string{`{"name":"x"}`, `[{"string":"no name"}]`, `[1]`, `garbage`} {
-		if _, err := Decode([]byte(in)); err == nil {
-			t.Errorf("Decode(%s) succeeded", in)
+	// Each message says what the parameters must look like and what was
+	// found, in YAML and JSON terms, never with a Go type name.
+	for in, want := range map[string]string{
+		`{"name":"x"}`:             "found a mapping (JSON object) at the top level",
+		`[{"string":"no name"}]`:   "parameter 0: name is required",
+		`[1]`:                      "found a number at the top level",
+		`[{"name":"a","array":3}]`: "found a number in array",
+		`garbage`:                  "not valid JSON",
+	} {
+		_, err := Decode([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go value") || strings.Contains(err.Error(), "params.") {
+			t.Errorf("Decode(%s) = %v, want %q", in, err, want)
+		}
+		if err != nil && !strings.Contains(want, "name is required") && !strings.Contains(err.Error(), `e.g. in YAML "- name: replicas`) {
+			t.Errorf("Decode(%s): %v does not show the shape", in, err)
 		}
 	}
 	if ps, err := Decode([]byte(" null ")); err != nil || ps != nil {
