@@ -25,6 +25,8 @@ type Metrics struct {
 	inFlight        prometheus.Gauge
 	commandDuration *prometheus.HistogramVec
 	commandExits    *prometheus.CounterVec
+	configReloads   *prometheus.CounterVec
+	configInfo      *prometheus.GaugeVec
 }
 
 // NewMetrics registers every cmp_server_ metric on a new registry.
@@ -58,10 +60,31 @@ func NewMetrics() *Metrics {
 			Name: "cmp_server_command_exits_total",
 			Help: "Plugin commands finished, by phase and exit code (signal_N when killed, start_error when not started).",
 		}, []string{"phase", "code"}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_config_reloads_total",
+			Help: "Changes of plugin.yaml seen while serving, by result: success (the new configuration serves new requests) or failure (unreadable or invalid; the previous one keeps serving).",
+		}, []string{"result"}),
+		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "cmp_server_config_info",
+			Help: "1 for the plugin.yaml being served, labelled with the sha256 of its content.",
+		}, []string{"hash"}),
 	}
+	// Both results exist from the start, so a rate() or an alert on failures
+	// has a series before the first one.
+	m.configReloads.WithLabelValues(ReloadSucceeded)
+	m.configReloads.WithLabelValues(ReloadFailed)
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
+		m.configReloads, m.configInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// configLoaded points cmp_server_config_info at the configuration in use.
+func (m *Metrics) configLoaded(hash string) {
+	m.configInfo.Reset()
+	if hash != "" {
+		m.configInfo.WithLabelValues(hash).Set(1)
+	}
 }
 
 func (m *Metrics) commandDone(phase, code string, d time.Duration) {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +27,15 @@ import (
 
 // Options configure a Server. Zero values take the defaults noted.
 type Options struct {
+	// Plugin is the configuration to serve; when nil it is loaded from
+	// ConfigPath.
 	Plugin *pluginconfig.Plugin
+	// ConfigPath is the plugin.yaml the server reloads while it runs (see
+	// reload.go); empty: Plugin is served until the end.
+	ConfigPath string
+	// ReloadInterval is how often ConfigPath is checked for a change (1 s;
+	// < 0: never).
+	ReloadInterval time.Duration
 	// SocketDir holds the socket <name>[-<version>].sock.
 	SocketDir string
 	// WorkDir is the root of per-request dirs; it is wiped at start.
@@ -87,7 +97,14 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.ReloadInterval == 0 {
+		o.ReloadInterval = DefaultReloadInterval
+	}
 }
+
+// DefaultReloadInterval bounds the time from the kubelet's projection of a new
+// plugin.yaml to the first request it serves; a check reads one small file.
+const DefaultReloadInterval = time.Second
 
 // DefaultStreamIdleTimeout is generous: a repo-server sends the tarball's chunks
 // back to back after building it, so a real client is never idle this long.
@@ -103,9 +120,18 @@ type Server struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *Metrics
-	engine  *Engine
-	grpc    *grpc.Server
-	ready   atomic.Bool
+	// current is the configuration new requests take; a request keeps the one
+	// it took until it ends (reload.go).
+	current atomic.Pointer[loaded]
+	// reloadMu serialises reloads; sockMu guards the listener fields.
+	reloadMu sync.Mutex
+	sockMu   sync.Mutex
+	lis      net.Listener
+	lisPath  string
+	stopping bool
+	served   chan error
+	grpc     *grpc.Server
+	ready    atomic.Bool
 	// httpAddr is the bound metrics address once Serve listens.
 	httpAddr atomic.Pointer[string]
 	// streams holds one token per streaming request in flight (nil: no cap).
@@ -116,11 +142,20 @@ type Server struct {
 // gRPC server.
 func New(opts Options) (*Server, error) {
 	opts.defaults()
-	if opts.Plugin == nil {
+	var first *loaded
+	switch {
+	case opts.Plugin != nil:
+		if err := opts.Plugin.Validate(); err != nil {
+			return nil, err
+		}
+		first = &loaded{plugin: opts.Plugin}
+	case opts.ConfigPath != "":
+		var err error
+		if first, err = readConfig(opts.ConfigPath, opts.Logger); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, errors.New("no plugin configuration")
-	}
-	if err := opts.Plugin.Validate(); err != nil {
-		return nil, err
 	}
 	if err := normalizeLogSettings(&opts.LogLevel, &opts.LogFormat); err != nil {
 		return nil, err
@@ -135,7 +170,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
-	s.engine = newEngine(opts.Plugin, opts.Limits, opts.WorkDir, opts.Exec, logEnv(opts.LogLevel, opts.LogFormat), s.log, s.metrics)
+	s.install(first)
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
@@ -159,9 +194,9 @@ func resetWorkDir(dir string) error {
 	return nil
 }
 
-// SocketPath is where the server listens.
+// SocketPath is where the server listens, for the configuration in use.
 func (s *Server) SocketPath() string {
-	return filepath.Join(s.opts.SocketDir, s.opts.Plugin.SocketName())
+	return filepath.Join(s.opts.SocketDir, s.config().plugin.SocketName())
 }
 
 // MetricsAddr is the bound address of the metrics listener, "" before Serve
@@ -179,25 +214,23 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // Serve listens on the socket until ctx is done, then stops accepting, lets
 // in-flight requests finish within ShutdownGrace, removes the socket and returns
 // nil. Argo CD's server only deletes its socket and keeps running until killed.
+// With a ConfigPath it reloads the configuration meanwhile (reload.go).
 func (s *Server) Serve(ctx context.Context) error {
-	path := s.SocketPath()
 	if err := os.MkdirAll(s.opts.SocketDir, 0o755); err != nil {
 		return fmt.Errorf("error creating socket dir: %w", err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("error removing stale socket: %w", err)
+	s.served = make(chan error, 1)
+	path := s.SocketPath()
+	if err := s.listen(path); err != nil {
+		return err
 	}
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("error listening on %s: %w", path, err)
-	}
-	defer os.Remove(path)
 
 	var httpSrv *http.Server
 	if s.opts.MetricsAddr != "" {
 		hl, err := net.Listen("tcp", s.opts.MetricsAddr)
 		if err != nil {
-			lis.Close()
+			s.closeSocket()
+			s.grpc.Stop()
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
 		httpSrv = serving.MetricsServer(s.metrics.httpHandler(&s.ready), s.opts.MetricsTimeouts, nil)
@@ -207,23 +240,24 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.log.Info("serving metrics", zap.String("addr", hl.Addr().String()))
 	}
 
-	served := make(chan error, 1)
-	go func() { served <- s.grpc.Serve(lis) }()
 	s.ready.Store(true)
-	s.log.Info("serving plugin", zap.String("plugin", s.opts.Plugin.Metadata.Name), zap.String("socket", path),
-		zap.Bool("discovery", s.opts.Plugin.DiscoveryConfigured()), zap.Bool("concurrent", s.opts.Plugin.Concurrent()))
-	if !s.opts.Plugin.DiscoveryConfigured() {
-		s.log.Info("discovery is not configured: Applications must name the plugin", zap.String("name", s.opts.Plugin.SocketName()[:len(s.opts.Plugin.SocketName())-len(".sock")]))
+	s.logServing(s.config(), path)
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	if s.opts.ConfigPath != "" && s.opts.ReloadInterval > 0 {
+		go s.watchConfig(pollCtx)
 	}
 
 	var serveErr error
 	select {
-	case serveErr = <-served:
+	case serveErr = <-s.served:
+		s.closeSocket()
 	case <-ctx.Done():
 		s.ready.Store(false)
 		s.log.Info("shutting down: draining in-flight requests", zap.Duration("grace", s.opts.ShutdownGrace))
+		stopPolling()
 		// Remove the socket first so the repo-server stops picking this plugin.
-		_ = os.Remove(path)
+		s.closeSocket()
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {
@@ -233,7 +267,10 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.grpc.Stop()
 			<-stopped
 		}
-		serveErr = <-served
+		select {
+		case serveErr = <-s.served:
+		default:
+		}
 	}
 	if httpSrv != nil {
 		shutCtx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -244,4 +281,67 @@ func (s *Server) Serve(ctx context.Context) error {
 		serveErr = nil
 	}
 	return serveErr
+}
+
+func (s *Server) logServing(c *loaded, path string) {
+	p := c.plugin
+	s.log.Info("serving plugin", zap.String("plugin", p.Metadata.Name), zap.String("socket", path),
+		zap.Bool("discovery", p.DiscoveryConfigured()), zap.Bool("concurrent", p.Concurrent()), zap.String("config_hash", c.hash))
+	if !p.DiscoveryConfigured() {
+		s.log.Info("discovery is not configured: Applications must name the plugin", zap.String("name", strings.TrimSuffix(p.SocketName(), ".sock")))
+	}
+}
+
+// listen serves gRPC on a new socket at path and makes it the current one; the
+// previous socket, if any, is removed and its listener closed. Connections
+// already accepted on it are the gRPC server's and keep being served, so a
+// request in flight while the socket moves finishes.
+func (s *Server) listen(path string) error {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	if s.stopping {
+		return errors.New("server is stopping")
+	}
+	if path == s.lisPath {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("error removing stale socket: %w", err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("error listening on %s: %w", path, err)
+	}
+	go func() {
+		err := s.grpc.Serve(lis)
+		s.sockMu.Lock()
+		current := s.lis == lis
+		s.sockMu.Unlock()
+		// A listener closed because the socket moved is not the end of serving.
+		if current {
+			select {
+			case s.served <- err:
+			default:
+			}
+		}
+	}()
+	// The new socket exists before the old one goes: the repo-server always
+	// finds one (Argo CD takes the first socket whose plugin matches).
+	old, oldPath := s.lis, s.lisPath
+	s.lis, s.lisPath = lis, path
+	if old != nil {
+		_ = os.Remove(oldPath)
+		_ = old.Close()
+	}
+	return nil
+}
+
+// closeSocket removes the socket file and stops accepting on it for good.
+func (s *Server) closeSocket() {
+	s.sockMu.Lock()
+	defer s.sockMu.Unlock()
+	s.stopping = true
+	if s.lisPath != "" {
+		_ = os.Remove(s.lisPath)
+	}
 }

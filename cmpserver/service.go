@@ -21,7 +21,7 @@ type service struct {
 }
 
 func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*pluginpb.CheckPluginConfigurationResponse, error) {
-	p := svc.s.opts.Plugin
+	p := svc.s.config().plugin
 	return &pluginpb.CheckPluginConfigurationResponse{
 		IsDiscoveryConfigured: p.DiscoveryConfigured(),
 		ProvideGitCreds:       p.Spec.ProvideGitCreds,
@@ -32,8 +32,9 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
 	var manifests encodedManifests
-	err := svc.s.withRepo(stream, "GenerateManifest", true, func(ctx context.Context, ws *workspace) error {
-		if err := svc.s.engine.generate(ctx, ws, manifests.add); err != nil {
+	cfg := svc.s.config()
+	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *workspace) error {
+		if err := cfg.engine.generate(ctx, ws, manifests.add); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
 		}
 		return nil
@@ -45,13 +46,14 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
-	configured := svc.s.opts.Plugin.DiscoveryConfigured()
+	cfg := svc.s.config()
+	configured := cfg.plugin.DiscoveryConfigured()
 	supported := false
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	err := svc.s.withRepo(stream, "MatchRepository", configured, func(ctx context.Context, ws *workspace) error {
+	err := svc.s.withRepo(stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *workspace) error {
 		var err error
-		if supported, err = svc.s.engine.match(ctx, ws); err != nil {
+		if supported, err = cfg.engine.match(ctx, ws); err != nil {
 			return fmt.Errorf("match repository error: %w", err)
 		}
 		return nil
@@ -64,8 +66,9 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
 	var resp pluginpb.ParametersAnnouncementResponse
-	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, func(ctx context.Context, ws *workspace) error {
-		as, err := svc.s.engine.parameters(ctx, ws)
+	cfg := svc.s.config()
+	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *workspace) error {
+		as, err := cfg.engine.parameters(ctx, ws)
 		if err != nil {
 			return fmt.Errorf("get parameters announcement error: %w", err)
 		}
@@ -79,10 +82,12 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 }
 
 // withRepo receives and unpacks one repository into a private request dir, runs
-// fn on it and removes the dir. Logs carry a request id and never env values.
-func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(context.Context, *workspace) error) error {
+// fn on it and removes the dir. The request runs on cfg, the configuration
+// current when it started, to its end. Logs carry a request id and the
+// configuration's hash, never env values.
+func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *workspace) error) error {
 	ctx := stream.Context()
-	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc))
+	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
 		log = log.With(zap.Duration("deadline_in", time.Until(d).Round(time.Millisecond)))
 	} else {
@@ -101,12 +106,12 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(co
 		}
 	}
 	start := time.Now()
-	dir, err := s.engine.newRequestDir()
+	dir, err := cfg.engine.newRequestDir()
 	if err != nil {
 		return err
 	}
 	ws := &workspace{dir: dir}
-	defer s.engine.cleanup(ws)
+	defer cfg.engine.cleanup(ws)
 	repo, err := receiveRepo(stream, dir, s.opts.Limits, extract, s.opts.StreamIdleTimeout)
 	if err != nil {
 		log.Warn("receive failed", zap.Error(err))
@@ -114,7 +119,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, fn func(co
 	}
 	s.metrics.received(rpc, repo.size)
 	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
-	unpacked, err := s.engine.unpack(dir, repo, extract)
+	unpacked, err := cfg.engine.unpack(dir, repo, extract)
 	if err != nil {
 		log.Warn("unpack failed", zap.Error(err))
 		return err

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -103,9 +105,13 @@ func readParameters(path string) ([]params.AppParameter, error) {
 }
 
 // Run executes a plugin.yaml locally: cmp-server run generate|parameters|match.
+// With --watch it runs again whenever the plugin.yaml or the repository
+// changes, until interrupted.
 func Run(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server run", "generate|parameters|match --config FILE --app-dir DIR [flags]")
 	config := fs.String("config", "plugin.yaml", "the plugin.yaml to run")
+	watch := fs.Bool("watch", false, "run again whenever the plugin.yaml or a file under --repo-root (else --app-dir) changes, until interrupted")
+	interval := fs.Duration("watch-interval", 500*time.Millisecond, "with --watch: how often files are checked for changes")
 	var a appFlags
 	a.register(fs.FlagSet)
 	var req cmpserver.LocalRequest
@@ -131,29 +137,71 @@ func Run(ctx context.Context, args []string, stdio serving.IO) error {
 	default:
 		return fs.Errorf("unknown action %q: want generate, parameters or match", action)
 	}
+	if *watch && *interval <= 0 {
+		return fs.Errorf("--watch-interval must be positive")
+	}
 	log, err := newLogger(level, format, stdio.Stderr)
 	if err != nil {
 		return fs.Errorf("%v", err)
-	}
-	plugin, warnings, err := pluginconfig.Load(*config)
-	for _, w := range warnings {
-		fmt.Fprintln(stdio.Stderr, "warning:", w)
-	}
-	if err != nil {
-		return err
 	}
 	root, appRel, env, err := a.request()
 	if err != nil {
 		return err
 	}
 	noZeroLimits(&req.Limits)
-	req.Plugin, req.RepoRoot, req.AppRelPath, req.Env, req.Logger = plugin, root, appRel, env, log
+	req.RepoRoot, req.AppRelPath, req.Env, req.Logger = root, appRel, env, log
 	req.LogLevel, req.LogFormat = *level, *format
-	out, err := do(ctx, req)
-	if err != nil {
-		return err
+	once := func(ctx context.Context) error {
+		plugin, warnings, err := pluginconfig.Load(*config)
+		for _, w := range warnings {
+			fmt.Fprintln(stdio.Stderr, "warning:", w)
+		}
+		if err != nil {
+			return err
+		}
+		req.Plugin = plugin
+		out, err := do(ctx, req)
+		if err != nil {
+			return err
+		}
+		return printResult(stdio.Stdout, out)
 	}
-	return printResult(stdio.Stdout, out)
+	if !*watch {
+		return once(ctx)
+	}
+	watchRuns(ctx, *interval, *config, root, stdio.Stderr, once)
+	return nil
+}
+
+// watchRuns calls once at start and after every change of the config file or
+// the repository tree, until SIGINT or SIGTERM. A failed run is reported and
+// the watch goes on: the author is mid-edit.
+func watchRuns(ctx context.Context, interval time.Duration, config, root string, stderr io.Writer, once func(context.Context) error) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	runs := 0
+	p := &serving.Poller{
+		Interval:    interval,
+		Fingerprint: serving.Combine(serving.FileHash(config), serving.TreeStat(root, ".git")),
+		OnChange: func(_ string, err error) {
+			if err != nil {
+				fmt.Fprintf(stderr, "--- watch: %v (waiting for the next change)\n", err)
+				return
+			}
+			if runs > 0 {
+				fmt.Fprintf(stderr, "--- %s: change seen, running again\n", time.Now().Format(time.TimeOnly))
+			}
+			runs++
+			result := "ok"
+			if err := once(ctx); err != nil {
+				fmt.Fprintln(stderr, err)
+				result = "failed"
+			}
+			fmt.Fprintf(stderr, "--- %s; watching %s and %s (Ctrl-C to stop)\n", result, config, root)
+		},
+	}
+	p.Check()
+	p.Run(ctx)
 }
 
 // Call drives a running server over its socket like a repo-server.

@@ -83,6 +83,7 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
 	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")
 	fs.IntVar(&opts.MaxConcurrentStreams, "max-concurrent-streams", cmpserver.DefaultMaxConcurrentStreams, "streaming requests handled at once; one more fails at once with ResourceExhausted (0 = no cap)")
+	fs.DurationVar(&opts.ReloadInterval, "config-reload-interval", cmpserver.DefaultReloadInterval, "how often plugin.yaml is checked for a change, which then serves new requests without a restart (0 = never)")
 	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
 	limitFlags(fs.FlagSet, &opts.Limits)
 	execFlags(fs.FlagSet, &opts.Exec)
@@ -104,13 +105,6 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 			log.Warn("--" + name + " is ignored: tracing is not implemented")
 		}
 	}
-	plugin, warnings, err := pluginconfig.Load(pluginconfig.ConfigPath(configDir))
-	for _, w := range warnings {
-		log.Warn("plugin configuration: " + w)
-	}
-	if err != nil {
-		return fmt.Errorf("cannot start: %w", err)
-	}
 	noZeroLimits(&opts.Limits)
 	// The library reads 0 as "default"; on the command line 0 means "off".
 	if opts.StreamIdleTimeout == 0 {
@@ -119,7 +113,11 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = -1
 	}
-	opts.Plugin = plugin
+	// The server loads the file and reloads it when it changes.
+	opts.ConfigPath = pluginconfig.ConfigPath(configDir)
+	if opts.ReloadInterval == 0 {
+		opts.ReloadInterval = -1
+	}
 	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
 	opts.MaxMsgSize = *maxMsgMB << 20
 	opts.Logger = log

@@ -22,12 +22,21 @@ func Load(path string) (*Plugin, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading plugin configuration: %w", err)
 	}
-	p, warnings, err := Parse(data)
+	p, warnings, err := Decode(data)
 	if err != nil {
 		return nil, warnings, fmt.Errorf("%s: %w", path, err)
 	}
+	return p, warnings, nil
+}
+
+// Decode parses and validates a plugin.yaml document: Load without the file.
+func Decode(data []byte) (*Plugin, []string, error) {
+	p, warnings, err := Parse(data)
+	if err != nil {
+		return nil, warnings, err
+	}
 	if err := p.Validate(); err != nil {
-		return nil, warnings, fmt.Errorf("%s: %w", path, err)
+		return nil, warnings, err
 	}
 	return p, warnings, nil
 }

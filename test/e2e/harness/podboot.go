@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // BootOptions say how to run a stored pod's containers as local processes.
@@ -331,8 +333,9 @@ func (m *mounts) path(p string) string {
 
 // Project writes the files of every configMap, secret and downwardAPI volume
 // from the pod and the objects it refers to, as the kubelet does at start and
-// again whenever they change: each file is replaced atomically, so a process
-// watching it sees the old or the new content, never a mix.
+// again whenever they change: the kubelet's "..data" symlink swap
+// (servingtest.WriteProjected), so a process watching a file sees the old or
+// the new content, never a mix, and only if it looks through the link.
 func (b *BootedPod) Project() error {
 	for _, v := range b.pod.Spec.Volumes {
 		dir := b.Volumes[v.Name]
@@ -353,24 +356,19 @@ func (b *BootedPod) Project() error {
 		if err != nil {
 			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}
-		for name, data := range files {
-			if err := writeAtomic(filepath.Join(dir, name), data); err != nil {
-				return fmt.Errorf("volume %s: %w", v.Name, err)
-			}
+		if err := servingtest.WriteProjected(dir, files); err != nil {
+			return fmt.Errorf("volume %s: %w", v.Name, err)
 		}
 	}
 	return nil
 }
 
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+// Update takes the pod as the apiserver now stores it and re-projects its
+// volumes, as the kubelet does on its next sync after the pod changed (an
+// annotation read by a downwardAPI volume, say). Containers keep running.
+func (b *BootedPod) Update(pod *corev1.Pod) error {
+	b.pod = pod
+	return b.Project()
 }
 
 func (b *BootedPod) configMapFiles(v *corev1.ConfigMapVolumeSource) (map[string][]byte, error) {
