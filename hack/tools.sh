@@ -68,6 +68,12 @@ build_promtool() {
   (cd "$ROOT/test/observability/promtool" && go build -trimpath -ldflags '-s -w' -o "$1/promtool" github.com/prometheus/prometheus/cmd/promtool)
 }
 build_actionlint() { GOBIN=$1 go install -trimpath "github.com/rhysd/actionlint/cmd/actionlint@$2"; }
+# golangci-lint's authors advise against go install because it resolves the
+# dependencies anew; -mod=mod with the module's own go.sum pins them the same.
+build_golangci_lint() {
+  GOBIN=$1 go install -trimpath -ldflags "-s -w -X main.version=${2#v}" \
+    "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"
+}
 build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
 
 # etcd and kube-apiserver come from their own modules under test/e2e/tools so that
@@ -168,13 +174,14 @@ one() {
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
+  golangci-lint) cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint ;;
   promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
   *) log "unknown tool $1"; exit 2 ;;
   esac
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize actionlint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server
 fi

@@ -16,3 +16,7 @@ ACTIONLINT_VERSION=v1.7.12
 # promtool tests the chart's alerting rules (make test).
 # v0.316.0 needs a github.com/hashicorp/nomad/api version the Go module proxy refuses (403).
 PROMETHEUS_VERSION=v0.315.0
+
+# golangci-lint runs staticcheck, unused, errorlint, gocritic and misspell in
+# make lint (.golangci.yml). Built from the Go module proxy like every tool.
+GOLANGCI_LINT_VERSION=v2.15.0

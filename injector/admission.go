@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
@@ -61,44 +60,11 @@ func DecodeReview(contentType string, body []byte) (*admissionv1.AdmissionReview
 	return &review, nil
 }
 
-var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
-
-// Review decides one admission request: pod CREATEs are injected (or their
-// owned parts checked when already injected), pod UPDATEs checked against the
-// catalog unless trusted(username) says the user is the injector itself. It
-// returns the response to send and the report behind it.
+// Review answers one admission request with inject.Review's decision: the
+// response to send and the report behind it.
 func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted func(username string) bool) (*admissionv1.AdmissionResponse, *inject.Report) {
+	report := inject.Review(req, cat, trusted)
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
-	if req.Resource != podResource || req.SubResource != "" {
-		return resp, skippedBy(inject.ReasonNotPod)
-	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return resp, skippedBy(inject.ReasonNotCreate)
-	}
-	if cat == nil {
-		resp.Allowed = false
-		resp.Result = &metav1.Status{Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
-			Message: inject.DenyPrefix + "no valid plugin catalog is loaded yet"}
-		return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonNoCatalog}}
-	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return malformed(resp, "cannot decode the pod: "+err.Error())
-	}
-	var report *inject.Report
-	if req.Operation == admissionv1.Update {
-		var old corev1.Pod
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
-			return malformed(resp, "cannot decode the pod before the update: "+err.Error())
-		}
-		report = inject.Update(&old, &pod, cat, trusted != nil && trusted(req.UserInfo.Username))
-	} else {
-		ns := req.Namespace
-		if ns == "" {
-			ns = pod.Namespace
-		}
-		report = inject.Inject(&pod, ns, cat)
-	}
 	switch report.Decision {
 	case inject.Injected:
 		pt := admissionv1.PatchTypeJSONPatch
@@ -106,19 +72,16 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 	case inject.Denied:
 		resp.Allowed = false
 		resp.Result = &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: report.Message()}
+		// Two reasons are the request's or the server's state, not the
+		// pod's fault; their status says so.
+		switch report.Reasons[0] {
+		case inject.ReasonNoCatalog:
+			resp.Result.Code, resp.Result.Reason = http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable
+		case inject.ReasonMalformedPod:
+			resp.Result.Code, resp.Result.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+		}
 	}
 	return resp, report
-}
-
-func malformed(resp *admissionv1.AdmissionResponse, msg string) (*admissionv1.AdmissionResponse, *inject.Report) {
-	resp.Allowed = false
-	resp.Result = &metav1.Status{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
-		Message: inject.DenyPrefix + msg}
-	return resp, &inject.Report{Decision: inject.Denied, Reasons: []inject.Reason{inject.ReasonMalformedPod}}
-}
-
-func skippedBy(r inject.Reason) *inject.Report {
-	return &inject.Report{Decision: inject.Skipped, Reasons: []inject.Reason{r}}
 }
 
 // encodeResponse wraps a response in a review of the same version it came in.

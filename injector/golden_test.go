@@ -23,8 +23,9 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/golden
 const goldenDir = "testdata/golden"
 
 // TestGolden drives every case through the webhook (HTTPS, AdmissionReview,
-// returned JSON Patch applied with evanphx/json-patch) and through Process,
-// the function behind `cmp-injector inject`. Both must equal the golden.
+// returned JSON Patch applied with evanphx/json-patch) and through
+// inject.IntoResources, the function behind `cmp-injector inject`. The
+// offline output must equal the golden, and the webhook's pod the golden's.
 func TestGolden(t *testing.T) {
 	cases, err := filepath.Glob(filepath.Join(goldenDir, "*.yaml"))
 	if err != nil {
@@ -54,9 +55,9 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs, err := Process(bytes.NewReader(input), cat, "")
+			objs, err := inject.IntoResources(bytes.NewReader(input), cat, "")
 			if err != nil || len(objs) != 1 {
-				t.Fatalf("Process: %d objects, %v", len(objs), err)
+				t.Fatalf("IntoResources: %d objects, %v", len(objs), err)
 			}
 			offline := objs[0]
 			webOut, webMsg := viaWebhook(t, ts, input)
@@ -68,7 +69,7 @@ func TestGolden(t *testing.T) {
 				if webMsg != offMsg {
 					t.Errorf("webhook and offline messages differ:\nwebhook: %s\noffline: %s", webMsg, offMsg)
 				}
-				if err := Denials(objs); err == nil || !strings.Contains(err.Error(), offMsg) {
+				if err := inject.Denials(objs); err == nil || !strings.Contains(err.Error(), offMsg) {
 					t.Errorf("Denials() = %v, want it to contain the report message", err)
 				}
 				checkGolden(t, golden, []byte(offMsg+"\n"))
@@ -80,8 +81,8 @@ func TestGolden(t *testing.T) {
 			golden := filepath.Join(goldenDir, name+".injected.yaml")
 			expected[golden] = true
 			checkGolden(t, golden, offline.Output)
-			if !bytes.Equal(webOut, offline.Output) {
-				t.Errorf("webhook output differs from offline output:\n%s", webOut)
+			if offPod := podOf(t, offline.Output); !bytes.Equal(webOut, offPod) {
+				t.Errorf("the webhook's pod differs from the offline output's:\nwebhook: %s\noffline: %s", webOut, offPod)
 			}
 			if offline.Report.Decision == inject.Injected {
 				checkReportPod(t, offline)
@@ -102,21 +103,16 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// viaWebhook posts the case's pod to the server and renders the object the
-// way `inject` does, or returns the denial message.
+// viaWebhook posts the case's pod to the server and returns the pod it makes
+// of it (the returned patch applied with evanphx/json-patch) as canonical
+// JSON, or the denial message.
 func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
 	t.Helper()
 	var obj map[string]any
 	if err := yaml.Unmarshal(input, &obj); err != nil {
 		t.Fatal(err)
 	}
-	kind, _ := obj["kind"].(string)
-	api, _ := obj["apiVersion"].(string)
-	path := templatePath[api+"/"+kind]
-	podJSON, err := PodJSON(obj, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	podJSON := podOf(t, input)
 	ns := obj["metadata"].(map[string]any)["namespace"].(string)
 	resp := ts.review(t, podReview("uid-1", ns, podJSON, false))
 	if resp.UID != "uid-1" {
@@ -126,7 +122,7 @@ func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
 		return nil, resp.Result.Message
 	}
 	if resp.Patch == nil {
-		return input, ""
+		return podJSON, ""
 	}
 	if *resp.PatchType != "JSONPatch" {
 		t.Fatalf("patch type %s", *resp.PatchType)
@@ -139,27 +135,42 @@ func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
 	if err != nil {
 		t.Fatalf("apply: %v\npatch: %s", err, resp.Patch)
 	}
-	out, err := WithPod(obj, path, patched)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, ""
+	return canonical(t, patched), ""
 }
 
-// checkReportPod: the typed pod in the report and the patch must agree.
-func checkReportPod(t *testing.T, o *Object) {
+// podOf is the pod (template) of a YAML object as canonical JSON.
+func podOf(t *testing.T, doc []byte) []byte {
 	t.Helper()
 	var obj map[string]any
-	if err := yaml.Unmarshal(o.Output, &obj); err != nil {
+	if err := yaml.Unmarshal(doc, &obj); err != nil {
 		t.Fatal(err)
 	}
 	api, _ := obj["apiVersion"].(string)
-	podJSON, err := PodJSON(obj, templatePath[api+"/"+o.Kind])
+	kind, _ := obj["kind"].(string)
+	path, _ := inject.TemplatePath(api, kind)
+	podJSON, err := inject.PodJSON(obj, path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return canonical(t, podJSON)
+}
+
+// canonical re-encodes JSON with sorted keys.
+func canonical(t *testing.T, js []byte) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(js, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// checkReportPod: the typed pod in the report and the output must agree.
+func checkReportPod(t *testing.T, o *inject.Object) {
+	t.Helper()
 	var patched corev1.Pod
-	if err := json.Unmarshal(podJSON, &patched); err != nil {
+	if err := json.Unmarshal(podOf(t, o.Output), &patched); err != nil {
 		t.Fatal(err)
 	}
 	want := o.Report.Pod.DeepCopy()
@@ -172,7 +183,7 @@ func checkReportPod(t *testing.T, o *Object) {
 // checkIdempotent: injecting the injected output again changes nothing.
 func checkIdempotent(t *testing.T, cat *catalog.Catalog, injected []byte) {
 	t.Helper()
-	again, err := Process(bytes.NewReader(injected), cat, "")
+	again, err := inject.IntoResources(bytes.NewReader(injected), cat, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/certs"
 	"github.com/cmp-injector/cmp-injector/injector"
-	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
@@ -87,61 +86,6 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return injector.New(cfg, log).Run(ctx)
-}
-
-func injectCmd(_ context.Context, args []string, io serving.IO) error {
-	return offline("inject", args, io)
-}
-
-func explainCmd(_ context.Context, args []string, io serving.IO) error {
-	return offline("explain", args, io)
-}
-
-func offline(name string, args []string, stdio serving.IO) error {
-	fs := serving.NewFlagSet("cmp-injector "+name, "--catalog FILE [-f FILE] [--namespace NS]")
-	catFile := fs.String("catalog", "", "plugin catalog file (required)")
-	in := fs.String("f", "-", "input YAML file, - for stdin")
-	ns := fs.String("namespace", "", "namespace to decide for (default: each object's metadata.namespace, else \"default\")")
-	fs.Notes("Exit codes: 0 every object injected, skipped or passed through; 1 an object is denied (inject then writes nothing) or the input is bad; 2 usage error.")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *catFile == "" {
-		return fs.Errorf("--catalog is required")
-	}
-	cat, err := catalog.Load(*catFile)
-	if err != nil {
-		return fmt.Errorf("catalog %s: %w", *catFile, err)
-	}
-	r := stdio.Stdin
-	if *in != "-" {
-		f, err := os.Open(*in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	objs, err := injector.Process(r, cat, *ns)
-	if err != nil {
-		return err
-	}
-	if name == "explain" {
-		if err := injector.Explain(stdio.Stdout, objs); err != nil {
-			return err
-		}
-		// The same exit code as inject, so a pipeline can gate on explain.
-		if n := injector.DeniedCount(objs); n > 0 {
-			return fmt.Errorf("%d of %d objects would be denied", n, len(objs))
-		}
-		return nil
-	}
-	// Nothing is written when any object is denied: half an output would be
-	// applied by a pipeline that does not check the exit code.
-	if err := injector.Denials(objs); err != nil {
-		return err
-	}
-	return injector.WriteObjects(stdio.Stdout, objs)
 }
 
 func issue(_ context.Context, args []string, stdio serving.IO) error {

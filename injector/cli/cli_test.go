@@ -56,7 +56,7 @@ func TestInjectAndExplainCommands(t *testing.T) {
 		t.Errorf("denied inject: err %v, output %q", err, out.String())
 	}
 	out.Reset()
-	if err := run("explain", []string{"--catalog", catalogFile}, bytes.NewReader(in), &out); err != nil || !strings.Contains(out.String(), "Deployment argocd/argocd-repo-server: injected") {
+	if err := run("explain", []string{"--catalog", catalogFile}, bytes.NewReader(in), &out); err != nil || !strings.Contains(out.String(), "Deployment argocd/argocd-repo-server: injected plugins: helm, kustomize [injected]") {
 		t.Errorf("explain: %v\n%s", err, out.String())
 	}
 	// explain exits like inject: 1 when an object would be denied.

@@ -1,0 +1,47 @@
+package inject
+
+import (
+	"encoding/json"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+)
+
+var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// Review decides one admission request: pod CREATEs are injected (or their
+// owned parts checked when already injected), pod UPDATEs checked against the
+// catalog unless trusted(username) says the user is the injector itself.
+// Requests it cannot decide are Problems like any other denial: no catalog
+// (cat is nil) and a pod that does not decode. The transport only encodes the
+// Report.
+func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted func(username string) bool) *Report {
+	if req.Resource != podResource || req.SubResource != "" {
+		return skipped(ReasonNotPod)
+	}
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return skipped(ReasonNotCreate)
+	}
+	if cat == nil {
+		return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
+	}
+	if req.Operation == admissionv1.Update {
+		var old corev1.Pod
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod before the update: " + err.Error()}})
+		}
+		return Update(&old, &pod, cat, trusted != nil && trusted(req.UserInfo.Username))
+	}
+	ns := req.Namespace
+	if ns == "" {
+		ns = pod.Namespace
+	}
+	return Inject(&pod, ns, cat)
+}
