@@ -82,25 +82,15 @@ func (e *Engine) cleanup(ws *workspace) {
 	}
 }
 
-// unpack extracts the received tarball (when extract is set) into the request dir
-// itself, as Argo CD does, and resolves the app dir and command env. The tarball
-// may lie in that same dir (receiveRepo puts it where Argo CD does), so it is
-// opened and then unlinked before anything is extracted: no repository entry can
-// collide with it, and commands never see it.
-func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspace, error) {
-	var tgz *os.File
-	if extract {
-		f, err := os.Open(repo.path)
-		if err != nil {
-			os.Remove(repo.path)
-			return nil, err
-		}
-		defer f.Close()
-		tgz = f
-	}
-	if err := os.Remove(repo.path); err != nil {
-		return nil, fmt.Errorf("error removing the repository tarball: %w", err)
-	}
+// unpackTo is where a request's tarball goes: into the request dir itself, as
+// Argo CD does, spooled beside it in the work dir.
+func (e *Engine) unpackTo(dir string) *unpackTo {
+	return &unpackTo{dir: dir, spoolDir: e.workDir, limits: e.limits, preserveMode: e.plugin.Spec.PreserveFileMode}
+}
+
+// workspace resolves the app dir and command env of a received repository
+// (unpacked into dir when unpacked is set).
+func (e *Engine) workspace(dir string, repo *receivedRepo, unpacked bool) (*workspace, error) {
 	ws := &workspace{dir: dir, root: dir}
 	env, err := commandEnv(append(os.Environ(), e.logEnv...), repo.meta.GetEnv())
 	if err != nil {
@@ -111,11 +101,8 @@ func (e *Engine) unpack(dir string, repo *receivedRepo, extract bool) (*workspac
 	if !inside(ws.root, ws.appDir) {
 		return nil, fmt.Errorf("illegal appPath: out of workDir bound")
 	}
-	if !extract {
+	if !unpacked {
 		return ws, nil
-	}
-	if err := extractTgz(tgz, ws.root, e.limits, e.plugin.Spec.PreserveFileMode); err != nil {
-		return nil, err
 	}
 	fi, err := os.Stat(ws.appDir)
 	if err != nil || !fi.IsDir() {

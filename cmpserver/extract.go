@@ -43,6 +43,10 @@ type extractor struct {
 	limits       Limits
 	preserveMode bool
 
+	// gate, if set, is called before a file is written with the declared
+	// size of all files so far, that one included; an error ends the extraction.
+	gate func(total int64) error
+
 	files    int
 	bytes    int64
 	realDirs map[string]bool // relative dirs known to be real directories
@@ -51,12 +55,17 @@ type extractor struct {
 
 // extractTgz unpacks the gzip-compressed tar r into dest, which must exist.
 func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) error {
+	return extractTgzGated(r, dest, limits, preserveMode, nil)
+}
+
+// extractTgzGated is extractTgz with a gate before every file (see extractor.gate).
+func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool, gate func(int64) error) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return fmt.Errorf("error reading repository tarball: %w", err)
 	}
 	defer gz.Close()
-	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, realDirs: map[string]bool{".": true}}
+	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, gate: gate, realDirs: map[string]bool{".": true}}
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
@@ -114,15 +123,26 @@ func checkTgzLimits(r io.Reader, limits Limits) error {
 // the sum of the file sizes before it, before anything of it is written.
 func checkEntryLimits(limits Limits, files int, size int64, hdr *tar.Header) error {
 	if limits.MaxFiles > 0 && files > limits.MaxFiles {
-		return fmt.Errorf("repository tarball has more than %d entries (limit --max-files)", limits.MaxFiles)
+		return limitError(fmt.Sprintf("repository tarball has more than %d entries (limit --max-files)", limits.MaxFiles))
 	}
 	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
 		return nil
 	}
 	if hdr.Size < 0 || (limits.MaxExtractedBytes > 0 && size+hdr.Size > limits.MaxExtractedBytes) {
-		return fmt.Errorf("repository tarball expands to more than %d bytes (limit --max-extracted-bytes)", limits.MaxExtractedBytes)
+		return limitError(fmt.Sprintf("repository tarball expands to more than %d bytes (limit --max-extracted-bytes)", limits.MaxExtractedBytes))
 	}
 	return nil
+}
+
+// limitError is a tarball refused for one of Limits: the stream is refused at
+// once, without reading it to the end.
+type limitError string
+
+func (e limitError) Error() string { return string(e) }
+
+func isLimit(err error) bool {
+	var le limitError
+	return errors.As(err, &le)
 }
 
 func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
@@ -232,6 +252,11 @@ func (x *extractor) clearTarget(rel string) (string, error) {
 }
 
 func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error {
+	if x.gate != nil {
+		if err := x.gate(x.bytes + hdr.Size); err != nil {
+			return err
+		}
+	}
 	abs, err := x.clearTarget(rel)
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package cmpserver
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 
 	"go.uber.org/zap"
@@ -92,12 +94,52 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if err != nil {
 		return err
 	}
-	repo := &receivedRepo{path: tgz.Path, size: tgz.Size, meta: metadataFor(appRel, tgz, entries)}
-	ws, err := e.unpack(dir, repo, extract)
+	f, err := os.Open(tgz.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var to *unpackTo
+	if extract {
+		to = e.unpackTo(dir)
+	}
+	stream := &tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f}
+	repo, err := receiveRepo(stream, to, opts.Limits, 0)
+	if err != nil {
+		return err
+	}
+	ws, err := e.workspace(dir, repo, extract)
 	if err != nil {
 		return err
 	}
 	return fn(e, ws)
+}
+
+// tarballStream plays the repo-server's side of a stream from a packed
+// tarball, so that a local run is received and unpacked like a sidecar's request.
+type tarballStream struct {
+	ctx      context.Context
+	meta     *pluginpb.ManifestRequestMetadata
+	r        io.Reader
+	sentMeta bool
+}
+
+func (s *tarballStream) Context() context.Context { return s.ctx }
+
+func (s *tarballStream) Recv() (*pluginpb.AppStreamRequest, error) {
+	if !s.sentMeta {
+		s.sentMeta = true
+		return &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_Metadata{Metadata: s.meta}}, nil
+	}
+	chunk := make([]byte, 256<<10)
+	n, err := io.ReadFull(s.r, chunk)
+	if n == 0 {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = io.EOF
+		}
+		return nil, err
+	}
+	return &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: chunk[:n]}}}, nil
 }
 
 func metadataFor(appRel string, tgz *client.Tarball, env []*pluginpb.EnvEntry) *pluginpb.ManifestRequestMetadata {

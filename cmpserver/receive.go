@@ -23,21 +23,34 @@ type appStream interface {
 	Recv() (*pluginpb.AppStreamRequest, error)
 }
 
-// receivedRepo is a repository tarball written to disk whose checksum matched.
+// receivedRepo is a repository stream read to its end whose checksum matched,
+// unpacked into the request dir when that was asked for.
 type receivedRepo struct {
 	meta *pluginpb.ManifestRequestMetadata
-	path string
-	size int64
+	size int64 // compressed bytes received
 }
 
-// receiveRepo reads the metadata message and then every file chunk into a temp
-// file in dir (the request dir, named like Argo CD's: os.CreateTemp with no
-// pattern), hashing as it goes. A stream that sends nothing for idle (> 0) is
-// ended. With check, the tarball is also decompressed as it arrives and checked
-// against the extraction limits, so that a tarball over them (a gzip bomb) is
-// refused before anything is extracted. The error strings of Argo CD's server
-// are kept where they exist, since users search for them.
-func receiveRepo(stream appStream, dir string, limits Limits, check bool, idle time.Duration) (*receivedRepo, error) {
+// unpackTo says where and how receiveRepo unpacks the tarball; nil: only read
+// and verify the stream (MatchRepository without discovery).
+type unpackTo struct {
+	dir          string // the request dir, root of the unpacked tree
+	spoolDir     string // where the received tarball is spooled, outside dir
+	limits       Limits
+	preserveMode bool
+}
+
+// receiveRepo reads the metadata message and then every file chunk, hashing as
+// it goes. With to set, the chunks are spooled and unpacked while they arrive,
+// so that unpacking overlaps the transfer instead of following it (Argo CD's
+// server writes the whole tarball to a file first and unpacks it afterwards).
+// The tree is unpacked into to.dir, the request dir, which nothing uses until
+// receiveRepo has returned, that is until the checksum of the whole stream has
+// matched; on any error the caller removes the dir. Every extraction limit is
+// checked before the bytes it bounds are written, and what looks like a gzip
+// bomb waits for the whole stream (see bombRatio). A stream that sends nothing
+// for idle (> 0) is ended. The error strings of Argo CD's server are kept where
+// they exist, since users search for them.
+func receiveRepo(stream appStream, to *unpackTo, limits Limits, idle time.Duration) (*receivedRepo, error) {
 	ctx := stream.Context()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
@@ -55,17 +68,15 @@ func receiveRepo(stream appStream, dir string, limits Limits, check bool, idle t
 	if meta == nil {
 		return nil, errors.New("error getting stream metadata: metadata is nil")
 	}
-	f, err := os.CreateTemp(dir, "")
-	if err != nil {
-		return nil, fmt.Errorf("error creating temp file: %w", err)
-	}
-	defer f.Close()
 	hash := sha256.New()
-	w := io.MultiWriter(f, hash)
-	var scan *limitScan
-	if check && (limits.MaxExtractedBytes > 0 || limits.MaxFiles > 0) {
-		scan = startLimitScan(limits)
-		defer scan.stop()
+	var un *streamUnpack
+	if to != nil {
+		if un, err = startUnpack(to); err != nil {
+			return nil, err
+		}
+		// On every return: stop the extraction and wait for it, so nothing
+		// writes into the request dir once the caller removes it.
+		defer un.stop()
 	}
 	maxCompressed := limits.MaxCompressedBytes
 	var size int64
@@ -91,11 +102,9 @@ func receiveRepo(stream appStream, dir string, limits Limits, check bool, idle t
 		if maxCompressed > 0 && size > maxCompressed {
 			return nil, fmt.Errorf("repository tarball exceeds %d compressed bytes (limit --max-compressed-bytes)", maxCompressed)
 		}
-		if _, err := w.Write(file.Chunk); err != nil {
-			return nil, fmt.Errorf("error writing repository tarball: %w", err)
-		}
-		if scan != nil {
-			if err := scan.feed(file.Chunk); err != nil {
+		hash.Write(file.Chunk)
+		if un != nil {
+			if err := un.feed(file.Chunk); err != nil {
 				return nil, err
 			}
 		}
@@ -103,76 +112,248 @@ func receiveRepo(stream appStream, dir string, limits Limits, check bool, idle t
 	if got := hex.EncodeToString(hash.Sum(nil)); got != meta.GetChecksum() {
 		return nil, errors.New("file checksum validation error")
 	}
-	if scan != nil {
-		if err := scan.finish(); err != nil {
+	if un != nil {
+		if err := un.finish(); err != nil {
 			return nil, err
 		}
 	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("error writing repository tarball: %w", err)
-	}
-	return &receivedRepo{meta: meta, path: f.Name(), size: size}, nil
+	return &receivedRepo{meta: meta, size: size}, nil
 }
 
-// limitScan runs checkTgzLimits on the chunks of a tarball as they arrive, in
-// its own goroutine behind a buffer, so receiving does not wait for
-// decompression and a bomb is refused while it is still being received.
-type limitScan struct {
-	chunks chan []byte
+// A gzip bomb is a small stream that expands to files over --max-extracted-bytes.
+// Unpacking as the stream arrives would write those files up to the limit (4 GiB
+// by default) before the limit trips, so before writing a file the extraction
+// checks that the declared sizes so far are at most bombRatio times the
+// compressed bytes received plus bombSlack. Repositories stay far below (text
+// compresses 4-10 times, git packs not at all); when a file would exceed it, the
+// extraction waits for more of the stream, and if the whole stream has arrived
+// and it still exceeds it, every header is checked against the limits before the
+// file is written. A bomb is so refused with at most bombRatio × its size +
+// bombSlack written, and a legitimate repository with large, very compressible
+// files is only unpacked later, never refused.
+const (
+	bombRatio = 64
+	bombSlack = 4 << 20
+)
+
+// streamUnpack runs extractTgz in its own goroutine on the spooled stream, so
+// that receiving and hashing (the receiving goroutine) and decompressing and
+// writing files (this one) use both cores.
+type streamUnpack struct {
+	sp     *tgzSpool
+	limits Limits
 	done   chan struct{}
 	err    error // set before done is closed
-	once   sync.Once
+	// checked is set once every header of the complete stream passed the limits.
+	checked bool
 }
 
-func startLimitScan(limits Limits) *limitScan {
-	s := &limitScan{chunks: make(chan []byte, 256), done: make(chan struct{})}
+func startUnpack(to *unpackTo) (*streamUnpack, error) {
+	sp, err := newTgzSpool(to.spoolDir)
+	if err != nil {
+		return nil, err
+	}
+	u := &streamUnpack{sp: sp, limits: to.limits, done: make(chan struct{})}
 	go func() {
-		defer close(s.done)
-		s.err = checkTgzLimits(&chunkReader{chunks: s.chunks}, limits)
+		defer close(u.done)
+		u.err = extractTgzGated(&tgzReader{sp: sp}, to.dir, to.limits, to.preserveMode, u.gate)
 	}()
-	return s
+	return u, nil
 }
 
-// feed hands over the next chunk (not copied: gRPC gives every message its own
-// memory); it returns the limit error as soon as the check has found one.
-func (s *limitScan) feed(chunk []byte) error {
-	select {
-	case s.chunks <- chunk:
+// gate is called before a file is written with the declared size of all files
+// so far, that one included (see bombRatio).
+func (u *streamUnpack) gate(total int64) error {
+	if u.checked || total <= bombSlack {
 		return nil
-	case <-s.done:
-		// Over a limit, or the check has ended (the tar ended or is damaged,
-		// which the extraction reports): either way no more chunks are needed.
-		return s.err
 	}
+	complete, err := u.sp.waitReceived(func(received int64) bool { return total <= bombRatio*received+bombSlack })
+	if err != nil || !complete {
+		return err
+	}
+	if err := checkTgzLimits(io.NewSectionReader(u.sp.f, 0, u.sp.length()), u.limits); err != nil {
+		return err
+	}
+	u.checked = true
+	return nil
 }
 
-// finish ends the input and returns the check's result.
-func (s *limitScan) finish() error {
-	s.stop()
-	<-s.done
-	return s.err
-}
-
-// stop ends the input; the check then ends too, so its goroutine never leaks.
-func (s *limitScan) stop() { s.once.Do(func() { close(s.chunks) }) }
-
-// chunkReader reads a channel of byte slices as one stream.
-type chunkReader struct {
-	chunks <-chan []byte
-	cur    []byte
-}
-
-func (r *chunkReader) Read(p []byte) (int, error) {
-	for len(r.cur) == 0 {
-		chunk, ok := <-r.chunks
-		if !ok {
-			return 0, io.EOF
+// feed spools the next chunk. It fails early with a limit error the extraction
+// found; any other extraction error waits for the end of the stream, so that a
+// wrong checksum is reported first, as by Argo CD (which verifies, then unpacks).
+func (u *streamUnpack) feed(chunk []byte) error {
+	select {
+	case <-u.done:
+		// The extraction has ended (the tar may end before the gzip stream
+		// does): the rest is only hashed.
+		if isLimit(u.err) {
+			return u.err
 		}
-		r.cur = chunk
+		return nil
+	default:
 	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	return n, nil
+	if err := u.sp.write(chunk); err != nil {
+		return fmt.Errorf("error writing repository tarball: %w", err)
+	}
+	return nil
+}
+
+// finish marks the stream complete and returns the extraction's result.
+func (u *streamUnpack) finish() error {
+	if err := u.sp.complete(); err != nil {
+		return fmt.Errorf("error writing repository tarball: %w", err)
+	}
+	<-u.done
+	return u.err
+}
+
+// stop ends the extraction (it fails reading an aborted spool if the stream was
+// not complete), waits for it and closes the spool.
+func (u *streamUnpack) stop() {
+	u.sp.abort()
+	<-u.done
+	u.sp.f.Close()
+}
+
+// tgzSpool holds the received tarball in an unlinked temp file that the extraction
+// reads behind the receiver, like `tail -f`: memory stays flat whatever the chunk
+// size, and the receiver never waits for the extraction (the stream is bounded
+// by --max-compressed-bytes, as the temp file Argo CD's server writes).
+type tgzSpool struct {
+	f        *os.File
+	buf      []byte // received, not yet written to f
+	mu       sync.Mutex
+	cond     sync.Cond
+	written  int64 // bytes in f, readable
+	received int64 // written + len(buf)
+	done     bool  // the stream is complete and all of it is in f
+	aborted  bool
+}
+
+// spoolFlush is the write size: 1 KiB chunks (the repo-server's default) are
+// gathered so that the file costs one syscall per 256 KiB.
+const spoolFlush = 256 << 10
+
+var errSpoolAborted = errors.New("stream ended before the tarball was complete")
+
+func newTgzSpool(dir string) (*tgzSpool, error) {
+	f, err := os.CreateTemp(dir, "tgz-")
+	if err != nil {
+		return nil, fmt.Errorf("error creating temp file: %w", err)
+	}
+	// Unlinked at once: no command or later request can see it, and it goes
+	// away with the descriptor whatever happens (the work dir is wiped at start
+	// should the process die in between).
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("error creating temp file: %w", err)
+	}
+	s := &tgzSpool{f: f, buf: make([]byte, 0, spoolFlush)}
+	s.cond.L = &s.mu
+	return s, nil
+}
+
+func (s *tgzSpool) write(chunk []byte) error {
+	for len(chunk) > 0 {
+		n := min(len(chunk), spoolFlush-len(s.buf))
+		s.buf = append(s.buf, chunk[:n]...)
+		chunk = chunk[n:]
+		if len(s.buf) == spoolFlush {
+			if err := s.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	s.mu.Lock()
+	s.received = s.written + int64(len(s.buf))
+	s.mu.Unlock()
+	return nil
+}
+
+// flush writes the buffer (only the receiving goroutine writes) and wakes the reader.
+func (s *tgzSpool) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	if _, err := s.f.WriteAt(s.buf, s.written); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.written += int64(len(s.buf))
+	s.received = s.written
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.buf = s.buf[:0]
+	return nil
+}
+
+func (s *tgzSpool) complete() error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.done = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *tgzSpool) abort() {
+	s.mu.Lock()
+	s.aborted = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+func (s *tgzSpool) length() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written
+}
+
+// waitReceived waits until enough(received bytes) holds or the stream is
+// complete, and says which.
+func (s *tgzSpool) waitReceived(enough func(int64) bool) (complete bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !enough(s.received) && !s.done && !s.aborted {
+		s.cond.Wait()
+	}
+	switch {
+	case enough(s.received):
+		return false, nil
+	case s.aborted:
+		return false, errSpoolAborted
+	}
+	return true, nil
+}
+
+// tgzReader reads the spool from the start, waiting for the receiver.
+type tgzReader struct {
+	sp  *tgzSpool
+	off int64
+}
+
+func (r *tgzReader) Read(p []byte) (int, error) {
+	s := r.sp
+	s.mu.Lock()
+	for r.off >= s.written && !s.done && !s.aborted {
+		s.cond.Wait()
+	}
+	avail, aborted := s.written-r.off, s.aborted
+	s.mu.Unlock()
+	if avail <= 0 {
+		if aborted {
+			return 0, errSpoolAborted
+		}
+		return 0, io.EOF
+	}
+	n, err := s.f.ReadAt(p[:min(int64(len(p)), avail)], r.off)
+	r.off += int64(n)
+	if errors.Is(err, io.EOF) && n > 0 {
+		err = nil
+	}
+	return n, err
 }
 
 // errStreamIdle marks the error of a stream that stopped sending.

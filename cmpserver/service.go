@@ -112,14 +112,18 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 	}
 	ws := &workspace{dir: dir}
 	defer cfg.engine.cleanup(ws)
-	repo, err := receiveRepo(stream, dir, s.opts.Limits, extract, s.opts.StreamIdleTimeout)
+	var to *unpackTo
+	if extract {
+		to = cfg.engine.unpackTo(dir)
+	}
+	repo, err := receiveRepo(stream, to, s.opts.Limits, s.opts.StreamIdleTimeout)
 	if err != nil {
 		log.Warn("receive failed", zap.Error(err))
 		return err
 	}
 	s.metrics.received(rpc, repo.size)
 	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
-	unpacked, err := cfg.engine.unpack(dir, repo, extract)
+	unpacked, err := cfg.engine.workspace(dir, repo, extract)
 	if err != nil {
 		log.Warn("unpack failed", zap.Error(err))
 		return err
