@@ -50,12 +50,13 @@ proto:
 proto-check: proto
 	@git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run make proto and commit"; exit 1; }
 
-## lint: gofmt, go vet, helm lint --strict, actionlint on .github/workflows
+## lint: gofmt, golangci-lint (govet, staticcheck, unused, errorlint, gocritic's
+## diagnostics, misspell: .golangci.yml), helm lint --strict, actionlint
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
-	go vet $(GO_PACKAGES)
+	hack/tools.sh golangci-lint actionlint
+	$(BIN)/golangci-lint run $(GO_PACKAGES)
 	$(BIN)/helm lint --strict $(CHART)
-	hack/tools.sh actionlint
 	$(BIN)/actionlint -no-color .github/workflows/*.yml
 
 ## chart: sync the example catalog into the chart, render deploy/base, lint and package into bin/

@@ -114,7 +114,10 @@ func Rotate(dir string, o Options) (*CA, error) {
 		return nil, err
 	}
 	ca.Trusted = old.CertPEM
-	return ca, ca.WriteFiles(dir)
+	if err := ca.WriteFiles(dir); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // WriteFiles keeps the CA in dir: ca.crt, ca.key (0600) and, during a
@@ -139,5 +142,8 @@ func OpenCA(dir string, o Options) (ca *CA, created bool, err error) {
 	if ca, err = NewCA(o); err != nil {
 		return nil, false, err
 	}
-	return ca, true, ca.WriteFiles(dir)
+	if err := ca.WriteFiles(dir); err != nil {
+		return nil, false, err
+	}
+	return ca, true, nil
 }

@@ -95,9 +95,6 @@ func New(cfg Config, log *zap.Logger) *Server {
 	return s
 }
 
-// Metrics exposes the registry, for tests and benchmarks.
-func (s *Server) Metrics() *Metrics { return s.metrics }
-
 // Ready is nil when the server can answer reviews.
 func (s *Server) Ready() error {
 	switch {
@@ -148,7 +145,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
 				s.metrics.panics.Inc()

@@ -52,13 +52,13 @@ func copyFile(src, dest string) (err error) {
 	if _, err = io.Copy(tmp, in); err != nil {
 		return err
 	}
-	if err = tmp.Chmod(0o755); err != nil {
+	if err := tmp.Chmod(0o755); err != nil {
 		return err
 	}
-	if err = tmp.Sync(); err != nil {
+	if err := tmp.Sync(); err != nil {
 		return err
 	}
-	if err = tmp.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
 		return err
 	}
 	return os.Rename(tmp.Name(), dest)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -167,7 +168,7 @@ func sendRaw(t *testing.T, socket string, tgz []byte) error {
 	}
 	for _, m := range msgs {
 		if err := stream.Send(m); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break // the server answered early
 			}
 			t.Fatal(err)

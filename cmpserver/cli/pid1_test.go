@@ -83,7 +83,7 @@ func childOf(t *testing.T, parent int) int {
 	waitFor(t, "unshare's child", func() bool {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
-			data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
 			if err != nil {
 				continue
 			}

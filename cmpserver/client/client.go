@@ -30,37 +30,18 @@ const DefaultChunkSize = 1024
 
 // Client is one connection to a plugin socket.
 type Client struct {
-	conn   *grpc.ClientConn
-	rpc    pluginpb.ConfigManagementPluginServiceClient
-	chunk  int
-	tmpDir string
+	conn *grpc.ClientConn
+	rpc  pluginpb.ConfigManagementPluginServiceClient
 }
 
-// Option tunes Dial.
-type Option func(*options)
-
-type options struct {
-	keepalive time.Duration
-	maxMsg    int
-	chunk     int
-	tmpDir    string
-}
-
-// WithKeepalive sets the client ping interval (default 20 s, the repo-server's).
-func WithKeepalive(d time.Duration) Option { return func(o *options) { o.keepalive = d } }
-
-// WithChunkSize sets the stream chunk size (default 1024 bytes).
-func WithChunkSize(n int) Option { return func(o *options) { o.chunk = n } }
-
-// WithTempDir sets where tarballs are built (default os.TempDir()).
-func WithTempDir(dir string) Option { return func(o *options) { o.tmpDir = dir } }
+// The repo-server's settings: a ping every 20 s, 100 MiB messages.
+const (
+	keepaliveTime = 20 * time.Second
+	maxMsgSize    = 100 << 20
+)
 
 // Dial connects to socketPath and waits until the connection is ready or ctx ends.
-func Dial(ctx context.Context, socketPath string, opts ...Option) (*Client, error) {
-	o := options{keepalive: 20 * time.Second, maxMsg: 100 << 20, chunk: DefaultChunkSize}
-	for _, opt := range opts {
-		opt(&o)
-	}
+func Dial(ctx context.Context, socketPath string) (*Client, error) {
 	// The target only names the socket for :authority; the dialer uses the
 	// path itself, as the repo-server does.
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
@@ -70,8 +51,8 @@ func Dial(ctx context.Context, socketPath string, opts ...Option) (*Client, erro
 	conn, err := grpc.NewClient("passthrough:"+socketPath,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(dialer),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: o.keepalive}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.maxMsg), grpc.MaxCallSendMsgSize(o.maxMsg)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 	)
 	if err != nil {
 		return nil, err
@@ -83,7 +64,7 @@ func Dial(ctx context.Context, socketPath string, opts ...Option) (*Client, erro
 			return nil, fmt.Errorf("connecting to %s: %w (last state %s)", socketPath, ctx.Err(), state)
 		}
 	}
-	return &Client{conn: conn, rpc: pluginpb.NewConfigManagementPluginServiceClient(conn), chunk: o.chunk, tmpDir: o.tmpDir}, nil
+	return &Client{conn: conn, rpc: pluginpb.NewConfigManagementPluginServiceClient(conn)}, nil
 }
 
 // Close closes the connection.
@@ -180,7 +161,7 @@ type sender interface {
 
 // send packs the repository first, then streams metadata and chunks.
 func (c *Client) send(stream sender, req Request) error {
-	tgz, err := WriteTarball(req.RepoRoot, c.tmpDir, req.Exclude)
+	tgz, err := WriteTarball(req.RepoRoot, "", req.Exclude)
 	if err != nil {
 		return err
 	}
@@ -205,7 +186,7 @@ func (c *Client) send(stream sender, req Request) error {
 		Size:       tgz.Size,
 		Env:        env,
 	}
-	return SendStream(stream, meta, f, c.chunk)
+	return SendStream(stream, meta, f, DefaultChunkSize)
 }
 
 // SendStream sends meta, then r in chunks of chunkSize bytes. It does not close

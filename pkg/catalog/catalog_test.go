@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -114,9 +115,7 @@ namespaces:
 }
 
 func asValidation(err error, ve **ValidationError) bool {
-	v, ok := err.(*ValidationError)
-	*ve = v
-	return ok
+	return errors.As(err, ve)
 }
 
 func TestParseRejectsDuplicateKeysAndGarbage(t *testing.T) {

@@ -3,7 +3,6 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -189,9 +188,4 @@ func dedupe(in []string) []string {
 		}
 	}
 	return out
-}
-
-// Describe is a one-line summary for logs.
-func (c *Catalog) Describe() string {
-	return fmt.Sprintf("revision %s, plugins: %s", c.Revision, strings.Join(c.Names, ", "))
 }

@@ -133,11 +133,11 @@ func decide(obj map[string]any, at []string, cat *catalog.Catalog, ns string, pa
 		for i, it := range items {
 			item, ok := it.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("List item %d is not an object", i)
+				return nil, fmt.Errorf("item %d of the List is not an object", i)
 			}
 			child, err := decide(item, append(append([]string{}, at...), "items", strconv.Itoa(i)), cat, ns, patches)
 			if err != nil {
-				return nil, fmt.Errorf("List item %d: %w", i, err)
+				return nil, fmt.Errorf("item %d of the List: %w", i, err)
 			}
 			o.Items = append(o.Items, child)
 		}

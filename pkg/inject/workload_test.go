@@ -127,7 +127,7 @@ items:
   kind: Deployment
   metadata: {name: d, namespace: team-a}
   spec:
-    template:` + strings.ReplaceAll(labelled, "\n      ", "\n      ") + `
+    template:` + labelled + `
 `
 	objs, err := IntoResources(strings.NewReader(in), cat, "")
 	if err != nil {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"crypto/x509"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -158,15 +157,6 @@ func golden(t *testing.T, name string, got any) {
 	if string(want) != string(b) {
 		t.Errorf("%s is stale or the result changed (rerun with -update after checking):\n--- want\n%s\n--- got\n%s", path, want, b)
 	}
-}
-
-func x509Pool(t *testing.T, pemBytes []byte) *x509.CertPool {
-	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemBytes) {
-		t.Fatal("no certificate in PEM")
-	}
-	return pool
 }
 
 // jsonString is s as a JSON string literal, as it appears in a manifest.

@@ -129,12 +129,6 @@ func (c *Client) GetPod(ns, name string) (*corev1.Pod, error) {
 	return out, nil
 }
 
-// DeletePod deletes a pod immediately (there is no kubelet to wait for).
-func (c *Client) DeletePod(ns, name string) error {
-	q := url.Values{"gracePeriodSeconds": {"0"}}
-	return c.Do(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/"+name, q, nil, nil)
-}
-
 // Apply creates obj at collectionPath, or replaces it when it exists. obj must be
 // a JSON-able object with metadata.name; the current resourceVersion is copied in
 // for the replace.
@@ -168,11 +162,7 @@ func (c *Client) Delete(path string) error {
 }
 
 func asAPIError(err error, target **APIError) bool {
-	e, ok := err.(*APIError)
-	if ok {
-		*target = e
-	}
-	return ok
+	return errors.As(err, target)
 }
 
 // ConfigMapData reads a ConfigMap's data; found is false when it does not exist.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -206,7 +207,8 @@ func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (
 	}
 	out, err := exec.Command(helm, args...).Output()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			return nil, fmt.Errorf("helm template: %v\n%s", err, ee.Stderr)
 		}
 		return nil, err
