@@ -3,6 +3,7 @@ package cmpserver
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,7 +161,7 @@ func TestSpoolReaderFollowsWriter(t *testing.T) {
 	aborted.abort()
 	select {
 	case err := <-res:
-		if err != errSpoolAborted {
+		if !errors.Is(err, errSpoolAborted) {
 			t.Fatalf("read after abort: %v", err)
 		}
 	case <-ctx.Done():
