@@ -10,6 +10,7 @@
 # Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat
+#        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -85,6 +86,7 @@ build_etcd() {
 build_kube_apiserver() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-apiserver "$1/kube-apiserver" "$2"; }
 build_kube_apiserver_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-apiserver "$1/kube-apiserver-1.32" "$2"; }
 build_kube_controller_manager() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-controller-manager "$1/kube-controller-manager" "$2"; }
+build_kubelet() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kubelet "$1/kubelet" "$2"; }
 build_kube_controller_manager_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-controller-manager "$1/kube-controller-manager-1.32" "$2"; }
 # build_k8s MODULE COMMAND OUT VERSION: a k8s.io/kubernetes command from a tools
 # module, reporting VERSION as a release build would.
@@ -143,14 +145,25 @@ repoclient_version() {
 # does not serve.
 apt_install() {
   if ! command -v "$1" >/dev/null 2>&1 || { [ -n "${3:-}" ] && [ ! -f "$3" ]; }; then
-    log "installing Debian $2"
-    local sudo=""
-    [ "$(id -u)" = 0 ] || sudo=sudo
-    # Wait for the dpkg lock rather than fail: two tool installs may overlap.
-    $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq &&
-      $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$2" >/dev/null
+    apt_get "$2"
   fi
   ln -sfn "$(command -v "$1")" "$BIN/$1"
+}
+
+# apt_install_only PACKAGE FILE: a Debian package whose files are used where they
+# are (no bin/ link).
+apt_install_only() {
+  [ -e "$2" ] || apt_get "$1"
+}
+
+# apt_get PACKAGE installs it, waiting for the dpkg lock rather than failing
+# when two tool installs overlap.
+apt_get() {
+  log "installing Debian $1"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq &&
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$1" >/dev/null
 }
 
 one() {
@@ -165,6 +178,15 @@ one() {
   kube-apiserver-1.32) cached kube-apiserver-1.32 "$KUBE_PREV_VERSION" build_kube_apiserver_prev ;;
   kube-controller-manager) cached kube-controller-manager "$KUBE_VERSION" build_kube_controller_manager ;;
   kube-controller-manager-1.32) cached kube-controller-manager-1.32 "$KUBE_PREV_VERSION" build_kube_controller_manager_prev ;;
+  kubelet) cached kubelet "$KUBE_VERSION" build_kubelet ;;
+  # The real node of the end-to-end suite: Debian's containerd 1.6 and runc, the
+  # CNI reference plugins, iptables (the kubelet and the bridge plugin call it),
+  # busybox-static (the shell of test images) and util-linux's unshare/nsenter.
+  containerd) apt_install containerd containerd ;;
+  runc) apt_install runc runc ;;
+  cni-plugins) apt_install_only containernetworking-plugins /usr/lib/cni/bridge ;;
+  iptables) apt_install iptables iptables ;;
+  busybox) apt_install_only busybox-static /bin/busybox ;;
   # shellcheck disable=SC2086
   argocd) cached argocd "$ARGOCD_VERSION" build_argocd $ARGOCD_IMAGE_SCRIPTS ;;
   # shellcheck disable=SC2086

@@ -1,23 +1,19 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/cmp-injector/cmp-injector/hack/images/oci"
 )
 
 // imageSpec is one product image.
@@ -74,7 +70,7 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 	if err != nil {
 		return nil, err
 	}
-	app, err := layer([]entry{{path: binDir + "/" + spec.Name, mode: 0o755, data: data}}, b.Epoch)
+	app, err := oci.Layer([]oci.Entry{{Path: binDir + "/" + spec.Name, Mode: 0o755, Data: data}}, b.Epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -117,15 +113,6 @@ func (b buildInfo) labels(spec imageSpec) map[string]string {
 	}
 }
 
-// Users of the base layer, as distroless static has them plus Argo CD's.
-const (
-	passwd = "root:x:0:0:root:/root:/sbin/nologin\n" +
-		"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
-		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" +
-		"argocd:x:999:999:argocd:/home/argocd:/sbin/nologin\n"
-	group = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\nargocd:x:999:\n"
-)
-
 // baseLayer is what a distroless static image holds: CA certificates (the
 // build machine's Debian ca-certificates), passwd and group, a sticky /tmp and
 // the non-root users' homes.
@@ -134,65 +121,5 @@ func baseLayer(b buildInfo) (v1.Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA certificates (Debian's ca-certificates package): %w", err)
 	}
-	return layer([]entry{
-		{path: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: ca},
-		{path: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		{path: "etc/group", mode: 0o644, data: []byte(group)},
-		{path: "tmp", mode: 0o1777 | int64(os.ModeDir)},
-		{path: "home/nonroot", mode: 0o700 | int64(os.ModeDir), uid: 65532},
-		{path: "home/argocd", mode: 0o700 | int64(os.ModeDir), uid: 999},
-	}, b.Epoch)
-}
-
-// entry is one file or directory of a layer.
-type entry struct {
-	path string
-	mode int64 // permission bits, plus os.ModeDir for a directory
-	uid  int
-	data []byte
-}
-
-// layer writes entries (and their parent directories) into a tar with one
-// timestamp and sorted names, so the same input always gives the same digest.
-func layer(entries []entry, epoch time.Time) (v1.Layer, error) {
-	all := map[string]entry{}
-	for _, e := range entries {
-		all[e.path] = e
-		for d := filepath.Dir(e.path); d != "."; d = filepath.Dir(d) {
-			if _, ok := all[d]; !ok {
-				all[d] = entry{path: d, mode: 0o755 | int64(os.ModeDir)}
-			}
-		}
-	}
-	names := make([]string, 0, len(all))
-	for n := range all {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, n := range names {
-		e := all[n]
-		h := &tar.Header{Name: n, Mode: e.mode &^ int64(os.ModeDir), ModTime: epoch, Uid: e.uid, Gid: e.uid,
-			Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: int64(len(e.data))}
-		if e.mode&int64(os.ModeDir) != 0 {
-			h.Typeflag, h.Name, h.Size = tar.TypeDir, n+"/", 0
-		}
-		if strings.Contains(n, "..") {
-			return nil, fmt.Errorf("bad layer path %q", n)
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	return oci.Layer(append(oci.Base(), oci.Entry{Path: "etc/ssl/certs/ca-certificates.crt", Mode: 0o644, Data: ca}), b.Epoch)
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,7 +31,14 @@ func main() {
 	out := flag.String("out", "bin/images", "output directory")
 	registry := flag.String("registry", "ghcr.io/cmp-injector", "registry and namespace of the image names")
 	version := flag.String("version", "", "version the binaries report (default: git describe --tags --always --dirty)")
+	platform := flag.String("platform", "", "build only this platform (e.g. linux/amd64; default: every platform of the index)")
 	flag.Parse()
+	if *platform != "" {
+		if err := onlyPlatform(*platform); err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(2)
+		}
+	}
 	if err := run(*out, *registry, *version); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
@@ -98,6 +106,18 @@ func newBuildInfo(registry, version string) (buildInfo, error) {
 	}
 	b.Epoch = time.Unix(sec, 0).UTC()
 	return b, nil
+}
+
+// onlyPlatform narrows platforms to p: the end-to-end suite's node imports one
+// platform's archive and need not cross-compile the others.
+func onlyPlatform(p string) error {
+	for _, q := range platforms {
+		if q.OS+"/"+q.Architecture == p {
+			platforms = []v1.Platform{q}
+			return nil
+		}
+	}
+	return fmt.Errorf("--platform %q: want one of linux/amd64, linux/arm64", p)
 }
 
 func gitOut(dir string, args ...string) (string, error) {

@@ -68,6 +68,7 @@ type RepoServer struct {
 	Pod    *BootedPod
 	Addr   string // gRPC over TLS with the repo-server's self-signed certificate
 	client string
+	node   *Node // when the repo-server runs on the real node: repoclient joins its network
 }
 
 // BootRepoServer boots every container of pod (the repo-server pod as the
@@ -178,6 +179,19 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 // Stop ends every container of the pod.
 func (rs *RepoServer) Stop() { rs.Pod.Stop() }
 
+// NodeRepoServer is the repo-server of a pod the real node runs, at its pod
+// address: repoclient calls it from inside the node's network.
+func NodeRepoServer(n *Node, pod *corev1.Pod, rel ArgoRelease) (*RepoServer, error) {
+	client, err := Tool(rel.ClientTool)
+	if err != nil {
+		return nil, err
+	}
+	if pod.Status.PodIP == "" {
+		return nil, fmt.Errorf("pod %s has no IP", pod.Name)
+	}
+	return &RepoServer{Addr: net.JoinHostPort(pod.Status.PodIP, "8081"), client: client, node: n}, nil
+}
+
 // Call invokes a repo-server RPC through repoclient ("generate" for
 // GenerateManifest, "appdetails" for GetAppDetails) with req as Argo CD's own
 // JSON of the request message, and decodes the response into out. A failed
@@ -188,6 +202,9 @@ func (rs *RepoServer) Call(rpc string, req, out any) error {
 		return err
 	}
 	cmd := exec.Command(rs.client, "--addr", rs.Addr, rpc)
+	if rs.node != nil {
+		cmd = rs.node.Command(rs.client, "--addr", rs.Addr, rpc)
+	}
 	cmd.Stdin = bytes.NewReader(in)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -207,6 +224,7 @@ func (e *RPCError) Error() string { return e.RPC + ": " + e.Message }
 type Redis struct {
 	Addr string
 	proc *Process
+	dial func(addr string, timeout time.Duration) (net.Conn, error)
 }
 
 // StartRedis runs redis-server from bin/ (hack/tools.sh installs Debian's) in
@@ -223,27 +241,57 @@ func StartRedis(dir, password string, logTo io.Writer) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{Addr: "127.0.0.1:" + strconv.Itoa(port)}
-	r.proc, err = Start("redis", []string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", dir, "--requirepass", password}, nil, dir, logTo)
+	r := &Redis{Addr: "127.0.0.1:" + strconv.Itoa(port), dial: func(addr string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", addr, timeout)
+	}}
+	r.proc, err = Start("redis", redisArgv(bin, "127.0.0.1", port, dir, password), nil, dir, logTo)
 	if err != nil {
 		return nil, err
 	}
-	err = Eventually(20*time.Second, 50*time.Millisecond, func() (bool, error) {
+	return r, r.waitReady(r.Addr, password)
+}
+
+func redisArgv(bin, bind string, port int, dir, password string) []string {
+	return []string{bin, "--bind", bind, "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir, "--requirepass", password}
+}
+
+// StartRedis runs redis-server inside the node's network namespace, where
+// pods reach it at PodGateway:6379.
+func (n *Node) StartRedis(dir, password string) (*Redis, error) {
+	bin, err := Tool("redis-server")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	r := &Redis{Addr: net.JoinHostPort(PodGateway, "6379"), dial: n.ns.Dial}
+	// Every address of the node's namespace: the bridge (PodGateway) exists
+	// only once the first pod has its network.
+	r.proc, err = n.StartIn("redis", redisArgv(bin, "0.0.0.0", 6379, dir, password), dir)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.waitReady("127.0.0.1:6379", password)
+}
+
+// waitReady pings addr (as seen from where r.dial dials) until Redis answers.
+func (r *Redis) waitReady(addr, password string) error {
+	err := Eventually(20*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := r.proc.Exited(); done {
 			return false, fmt.Errorf("redis-server exited: %v\n%s", werr, r.proc.Output())
 		}
-		return r.ping(password)
+		return r.ping(addr, password)
 	})
 	if err != nil {
 		_ = r.Stop()
-		return nil, err
 	}
-	return r, nil
+	return err
 }
 
-func (r *Redis) ping(password string) (bool, error) {
-	conn, err := net.DialTimeout("tcp", r.Addr, time.Second)
+func (r *Redis) ping(addr, password string) (bool, error) {
+	conn, err := r.dial(addr, time.Second)
 	if err != nil {
 		return false, err
 	}

@@ -24,6 +24,12 @@ func ControllerManagerTool() string {
 // WriteKubeconfig writes a kubeconfig for the cluster admin to path (for helm,
 // kube-controller-manager and kubectl users of the suite).
 func (cp *ControlPlane) WriteKubeconfig(path string) error {
+	return cp.writeKubeconfig(path, cp.URL)
+}
+
+// writeKubeconfig is the admin kubeconfig with server as the apiserver's
+// address (the real node reaches it through a forwarder).
+func (cp *ControlPlane) writeKubeconfig(path, server string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -39,7 +45,7 @@ contexts:
 - name: e2e
   context: {cluster: e2e, user: admin}
 current-context: e2e
-`, cp.URL, cp.CAFile, cp.Token)
+`, server, cp.CAFile, cp.Token)
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 

@@ -1,0 +1,23 @@
+package oci
+
+// Users of every image, as distroless static has them plus Argo CD's 999
+// (the cmp-server image is also the copy init container, which runs as 999).
+const (
+	passwd = "root:x:0:0:root:/root:/sbin/nologin\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" +
+		"argocd:x:999:999:argocd:/home/argocd:/sbin/nologin\n"
+	group = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\nargocd:x:999:\n"
+)
+
+// Base is what every image holds besides its own files: passwd and group, a
+// sticky /tmp and the non-root users' homes.
+func Base() []Entry {
+	return []Entry{
+		{Path: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
+		{Path: "etc/group", Mode: 0o644, Data: []byte(group)},
+		Dir("tmp", 0o1777, 0),
+		Dir("home/nonroot", 0o700, 65532),
+		Dir("home/argocd", 0o700, 999),
+	}
+}

@@ -1,0 +1,382 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// The real node: the chain of TestRealChain, but the repo-server pod is run by
+// a real kubelet (containerd, runc, the CNI bridge) from images built on this
+// machine, so the kubelet's own behaviour is under test: init container order,
+// native sidecars gated by their startupProbe, the downwardAPI projection and
+// its live update, users, shared volumes, pod networking and deletion.
+// `make e2e-node` runs it (as root); `make e2e` skips it.
+
+// kubeletMinor is the pinned kubelet's minor (hack/tools.sh KUBE_VERSION); a
+// kubelet newer than the apiserver is an unsupported skew.
+const kubeletMinor = "v1.34"
+
+func TestRealNode(t *testing.T) {
+	if minorVersion() != kubeletMinor {
+		t.Skipf("the real node's kubelet is %s; the apiserver is %s, and a kubelet newer than its apiserver is unsupported: `make e2e-node` runs it against %s", kubeletMinor, env.k8sVer, kubeletMinor)
+	}
+	before, err := harness.SnapshotHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rels, err := harness.ArgoReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := rels[0]
+
+	// 1. Images: ours from hack/images, every other one from this machine's
+	// files. Nothing is pulled.
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	archives, err := harness.BuildProductImages(ctx, filepath.Join(env.root, "product-images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := harness.BuildTestImages(ctx, filepath.Join(env.root, "test-images"), map[harness.ImageKind][]string{
+		harness.PauseImage: {harness.SandboxImage},
+		harness.ShellImage: {"registry.example/e2e/shell:1"},
+		harness.HelmImage:  {"alpine/helm:3.16.2"},
+		// The example catalog's kustomize plugin names an older Argo CD image.
+		harness.ArgoCDImage: {rel.Image(), "quay.io/argoproj/argocd:v3.1.8"},
+	}, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("images built in %s", time.Since(t0).Round(time.Millisecond))
+
+	// 2. The node. The host check is registered first so it runs last, after
+	// the node is gone.
+	t.Cleanup(func() {
+		after, err := harness.SnapshotHost()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if d := before.Diff(after); len(d) > 0 {
+			t.Errorf("the node left the host changed:\n  %s", strings.Join(d, "\n  "))
+		} else {
+			t.Logf("host unchanged: %d sysctls, %d firewall rules, %d links, %d mounts compared",
+				len(after.Sysctls), len(after.Firewall), len(after.Links), len(after.Mounts))
+		}
+	})
+	t1 := time.Now()
+	node, err := harness.StartNode(env.cp, filepath.Join(env.root, "node"), append(archives, test...), env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	t.Logf("containerd + kubelet: node %s Ready in %s", node.Name, time.Since(t1).Round(time.Millisecond))
+
+	// 3. helm install and Argo CD's side, as in TestRealChain, with Redis in
+	// the node's network and the Git repository mounted from the host.
+	c := env.cp.Client()
+	steps, err := harness.ReadReadme(env.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := env.cp.InstallChart(env.bins["cmp-injector"], filepath.Join(env.root, "node-helm"), env.logFile,
+		"-f", filepath.Join("testdata", "chain", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = chart.Uninstall() })
+	redis, err := node.StartRedis(filepath.Join(env.root, "node-redis"), redisSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redis.Stop() })
+	gitDir := filepath.Join(env.root, "node-git")
+	repoURL, commit, err := harness.GitRepo(gitDir, filepath.Join("testdata", "repo"), filepath.Join("testdata", "chain", "repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The repo-server runs as 999: git refuses a repository another user owns.
+	if out, err := exec.Command("chown", "-R", "999:999", gitDir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	if err := c.CreateNamespace(chainNS, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-config.yaml"),
+		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
+		map[string]string{harness.ArgoImage + ":latest": rel.Image()}); err != nil {
+		t.Fatal(err)
+	}
+	// What a cluster's scheduler would decide, and the repository: nodeName
+	// (no scheduler runs) and a hostPath volume at the repository's path. The
+	// short grace: Argo CD's own argocd-cmp-server ignores SIGTERM, and each
+	// rollout would wait 30 s for it.
+	patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeName":%q,"terminationGracePeriodSeconds":5,
+		"containers":[{"name":%q,"volumeMounts":[{"name":"e2e-git","mountPath":%q,"readOnly":true}]}],
+		"volumes":[{"name":"e2e-git","hostPath":{"path":%q,"type":"Directory"}}]}}}}`,
+		harness.NodeName, repoServer, gitDir, gitDir), true)
+	addArgoSidecar(t, rel.Image())
+	plain := waitPlainRollout(t)
+	if _, err := node.WaitPodReady(c, chainNS, firstPod(t, plain), 3*time.Minute); err != nil {
+		t.Fatalf("the uninjected repo-server pod: %v", err)
+	}
+
+	// 4. The README's commands, then every plugin the cases use.
+	if err := c.MergePatch("/api/v1/namespaces/"+chainNS, steps.LabelPatch()); err != nil {
+		t.Fatal(err)
+	}
+	waitActive(t, chainNS)
+	patchDeployment(t, string(steps.Patch), false)
+	gen := patchDeployment(t, `{"spec":{"template":{"metadata":{"annotations":{
+		"cmp-injector.io/plugins":"helm, kustomize, params, broken"}}}}}`, false)
+	r := waitRollout(t, gen, 1)
+	t2 := time.Now()
+	pod, err := node.WaitPodReady(c, chainNS, r.Pods[0].Name, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("injected pod %s Ready on the node %s after it was stored (IP %s)", pod.Name, time.Since(t2).Round(time.Millisecond), pod.Status.PodIP)
+
+	t.Run("the kubelet ran the injected pod as designed", func(t *testing.T) {
+		checkNativeStart(t, pod)
+		uids, err := node.ProcessUIDs(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, list := range uids {
+			for _, uid := range list {
+				if uid != 999 {
+					t.Errorf("container %s runs a process as uid %d, want 999", name, uid)
+				}
+			}
+		}
+		if len(uids) < len(status(t, pod).Plugins)+1 {
+			t.Errorf("found processes of %d containers, want the repo-server and every sidecar: %v", len(uids), uids)
+		}
+		t.Logf("process uids: %v", uids)
+	})
+
+	rs, err := harness.NodeRepoServer(node, pod, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Argo CD "+rel.Version, func(t *testing.T) { argoCases(t, rs, rel, repoURL, commit) })
+
+	t.Run("a changed config annotation reaches the sidecar's plugin.yaml", func(t *testing.T) {
+		checkLiveProjection(t, node, pod)
+	})
+
+	// 5. Classic sidecars: the catalog says so, a restart rolls the
+	// Deployment, and the kubelet stops the old pod.
+	t.Run("classic sidecars on a new pod; the old pod drains", func(t *testing.T) {
+		if err := chart.Upgrade("--set", "catalog.nativeSidecars=false", "--set", "catalog.revision=classic"); err != nil {
+			t.Fatal(err)
+		}
+		old := pod
+		var classic *corev1.Pod
+		err := harness.Eventually(90*time.Second, time.Second, func() (bool, error) {
+			gen := patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano)), false)
+			r, err := c.WaitRollout(chainNS, repoServer, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
+			if err != nil {
+				return false, err
+			}
+			classic = &r.Pods[0]
+			return status(t, classic).Revision == "classic", fmt.Errorf("the injector still serves revision %q", status(t, classic).Revision)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inits, mains := containerNames(classic)
+		t.Logf("classic pod %s: init containers %v, containers %v", classic.Name, inits, mains)
+		ready, err := node.WaitPodReady(c, chainNS, classic.Name, 3*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSidecarsClassic(t, ready)
+		rs, err := harness.NodeRepoServer(node, ready, rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp manifestResponse
+		if err := rs.Call("generate", manifestRequest{Repo: &argoRepo{Repo: repoURL}, Revision: "HEAD", NoCache: true,
+			AppName: "classic", Namespace: "demo", KubeVersion: kubeVersion(), ProjectName: "default", ProjectSourceRepos: []string{"*"},
+			ApplicationSource: &argoSource{RepoURL: repoURL, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: "params"}}}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Manifests) != 1 || resp.Revision != commit {
+			t.Errorf("the classic pod rendered %v at %s", resp.Manifests, resp.Revision)
+		}
+		checkDrained(t, node, old)
+	})
+}
+
+// firstPod is the name of the first pod of ReplicaSet rs.
+func firstPod(t *testing.T, rs string) string {
+	t.Helper()
+	pods, err := env.cp.Client().ListPods(chainNS, harness.RepoServerSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		for _, o := range p.OwnerReferences {
+			if o.Name == rs {
+				return p.Name
+			}
+		}
+	}
+	t.Fatalf("no pod of ReplicaSet %s", rs)
+	return ""
+}
+
+// checkNativeStart reads the order the kubelet kept from the pod's status:
+// init containers ran to completion in order, each native sidecar started
+// (its startupProbe passed) before the next container started, and nothing
+// restarted.
+func checkNativeStart(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	var last time.Time
+	for i, s := range pod.Status.InitContainerStatuses {
+		spec := pod.Spec.InitContainers[i]
+		native := spec.RestartPolicy != nil && *spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
+		switch {
+		case native:
+			if s.State.Running == nil || s.Started == nil || !*s.Started {
+				t.Errorf("native sidecar %s: not running and started: %s", s.Name, describeState(s))
+				continue
+			}
+			if st := s.State.Running.StartedAt.Time; st.Before(last) {
+				t.Errorf("native sidecar %s started at %s, before the previous container (%s)", s.Name, st, last)
+			}
+			last = s.State.Running.StartedAt.Time
+		default:
+			term := s.State.Terminated
+			if term == nil || term.ExitCode != 0 {
+				t.Errorf("init container %s did not complete: %s", s.Name, describeState(s))
+				continue
+			}
+			if term.StartedAt.Time.Before(last) {
+				t.Errorf("init container %s started at %s, before the previous one (%s)", s.Name, term.StartedAt.Time, last)
+			}
+			last = term.FinishedAt.Time
+		}
+		if s.RestartCount != 0 {
+			t.Errorf("init container %s restarted %d times", s.Name, s.RestartCount)
+		}
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.State.Running == nil || !s.Ready || s.RestartCount != 0 {
+			t.Errorf("container %s: %s, ready %v, restarts %d", s.Name, describeState(s), s.Ready, s.RestartCount)
+			continue
+		}
+		if st := s.State.Running.StartedAt.Time; st.Before(last) {
+			t.Errorf("container %s started at %s, before the native sidecars were started (%s)", s.Name, st, last)
+		}
+	}
+	inits, mains := containerNames(pod)
+	t.Logf("init containers %v, containers %v: in order, started, ready, no restarts", inits, mains)
+}
+
+// checkSidecarsClassic: with nativeSidecars false every plugin sidecar is a
+// regular container, running and ready.
+func checkSidecarsClassic(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	st := status(t, pod)
+	_, mains := containerNames(pod)
+	for _, p := range st.Plugins {
+		if !strings.Contains(strings.Join(mains, ","), "cmp-"+p) {
+			t.Errorf("plugin %s has no regular container: %v", p, mains)
+		}
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.State.Running == nil || !s.Ready {
+			t.Errorf("container %s: %s, ready %v", s.Name, describeState(s), s.Ready)
+		}
+	}
+}
+
+func describeState(s corev1.ContainerStatus) string {
+	switch {
+	case s.State.Running != nil:
+		return "running since " + s.State.Running.StartedAt.String()
+	case s.State.Waiting != nil:
+		return "waiting: " + s.State.Waiting.Reason + " " + s.State.Waiting.Message
+	case s.State.Terminated != nil:
+		return fmt.Sprintf("terminated: %s, exit %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
+	}
+	return "no state"
+}
+
+// checkLiveProjection changes a plugin's config annotation on the running pod
+// (what the injector's day-2 reconciler does) and waits for the kubelet to
+// re-project it into the sidecar's plugin.yaml.
+func checkLiveProjection(t *testing.T, node *harness.Node, pod *corev1.Pod) {
+	t.Helper()
+	key := "config.cmp-injector.io/params"
+	cur := pod.Annotations[key]
+	if cur == "" {
+		t.Fatalf("pod has no %s annotation", key)
+	}
+	file := node.VolumeFile(pod, "kubernetes.io~downward-api", "cmp-params-config", "plugin.yaml")
+	if b, err := os.ReadFile(file); err != nil || string(b) != cur {
+		t.Fatalf("projected %s: %v\n%s", file, err, b)
+	}
+	changed := cur + "# changed by the e2e suite\n"
+	start := time.Now()
+	if err := env.cp.Client().MergePatch("/api/v1/namespaces/"+pod.Namespace+"/pods/"+pod.Name,
+		mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: changed}}})); err != nil {
+		t.Fatal(err)
+	}
+	err := harness.Eventually(60*time.Second, 20*time.Millisecond, func() (bool, error) {
+		b, err := os.ReadFile(file)
+		return err == nil && string(b) == changed, fmt.Errorf("plugin.yaml not re-projected yet: %v", err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the kubelet re-projected the changed annotation into the running sidecar's plugin.yaml %s after the patch", time.Since(start).Round(time.Millisecond))
+}
+
+// checkDrained waits for pod (deleted by the rollout) to be gone and reads the
+// exit codes the kubelet reported while it stopped the containers: our
+// sidecars exit 0 on SIGTERM.
+func checkDrained(t *testing.T, node *harness.Node, pod *corev1.Pod) {
+	t.Helper()
+	c := env.cp.Client()
+	exits := map[string]int32{}
+	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+		p, err := c.GetPod(pod.Namespace, pod.Name)
+		if err != nil {
+			return strings.Contains(err.Error(), "404"), err
+		}
+		for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if s.State.Terminated != nil {
+				exits[s.Name] = s.State.Terminated.ExitCode
+			}
+		}
+		return false, fmt.Errorf("pod %s still exists", pod.Name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("old pod %s gone; exit codes the kubelet reported: %v", pod.Name, exits)
+	for _, p := range status(t, pod).Plugins {
+		if code, ok := exits["cmp-"+p]; ok && code != 0 {
+			t.Errorf("sidecar cmp-%s exited %d on SIGTERM, want 0 (a drained exit)", p, code)
+		}
+	}
+}
