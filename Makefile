@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test unit e2e lint proto proto-check chart bench fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit e2e e2e-node lint proto proto-check chart bench fuzz demo clean static-check images
 
 all: build
 
@@ -81,11 +81,24 @@ e2e:
 	hack/tools.sh $(E2E_TOOLS)
 	@for kas in $(E2E_APISERVERS); do \
 	  echo "== end-to-end suite on $$kas"; \
-	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v ./test/e2e/... || exit 1; \
+	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v -skip TestRealNode ./test/e2e/... || exit 1; \
 	done
 
+## e2e-node: the real node: the injected repo-server pod run by a real kubelet,
+## containerd and runc from locally built images, in namespaces of its own (root)
+NODE_TOOLS := kubelet containerd runc cni-plugins iptables busybox
+e2e-node:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "e2e-node needs root: it runs containerd, runc and a kubelet in network and mount namespaces it creates,"; \
+	  echo "and cgroups. Run it as root (CI does), or run 'make test-no-node' for everything else."; exit 1; fi
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
+	E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run TestRealNode ./test/e2e/
+
 ## test: what CI runs
-test: tools lint proto-check static-check unit e2e
+test: test-no-node e2e-node
+
+## test-no-node: everything `make test` runs except the real node (no root needed)
+test-no-node: tools lint proto-check static-check unit e2e
 
 ## bench: Go benchmarks of the handler and the stream receiver
 bench:
