@@ -131,10 +131,6 @@ func TestRealNode(t *testing.T) {
 		"volumes":[{"name":"e2e-git","hostPath":{"path":%q,"type":"Directory"}}]}}}}`,
 		harness.NodeName, repoServer, gitDir, gitDir), true)
 	addArgoSidecar(t, rel.Image())
-	plain := waitPlainRollout(t)
-	if _, err := node.WaitPodReady(c, chainNS, firstPod(t, plain), 3*time.Minute); err != nil {
-		t.Fatalf("the uninjected repo-server pod: %v", err)
-	}
 
 	// 4. The README's commands, then every plugin the cases use.
 	if err := c.MergePatch("/api/v1/namespaces/"+chainNS, steps.LabelPatch()); err != nil {
@@ -177,8 +173,8 @@ func TestRealNode(t *testing.T) {
 	}
 	t.Run("Argo CD "+rel.Version, func(t *testing.T) { argoCases(t, rs, rel, repoURL, commit) })
 
-	t.Run("a changed config annotation reaches the sidecar's plugin.yaml", func(t *testing.T) {
-		checkLiveProjection(t, node, pod)
+	t.Run("a catalog change reaches the running sidecar through the kubelet", func(t *testing.T) {
+		checkLiveReload(t, node, chart, rs, pod, repoURL)
 	})
 
 	// 5. Classic sidecars: the catalog says so, a restart rolls the
@@ -223,24 +219,6 @@ func TestRealNode(t *testing.T) {
 		}
 		checkDrained(t, node, old)
 	})
-}
-
-// firstPod is the name of the first pod of ReplicaSet rs.
-func firstPod(t *testing.T, rs string) string {
-	t.Helper()
-	pods, err := env.cp.Client().ListPods(chainNS, harness.RepoServerSelector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods {
-		for _, o := range p.OwnerReferences {
-			if o.Name == rs {
-				return p.Name
-			}
-		}
-	}
-	t.Fatalf("no pod of ReplicaSet %s", rs)
-	return ""
 }
 
 // checkNativeStart reads the order the kubelet kept from the pod's status:
@@ -321,34 +299,93 @@ func describeState(s corev1.ContainerStatus) string {
 	return "no state"
 }
 
-// checkLiveProjection changes a plugin's config annotation on the running pod
-// (what the injector's day-2 reconciler does) and waits for the kubelet to
-// re-project it into the sidecar's plugin.yaml.
-func checkLiveProjection(t *testing.T, node *harness.Node, pod *corev1.Pod) {
+// checkLiveReload is the day-2 path on the real kubelet: the catalog changes a
+// plugin's config (helm upgrade), the running pod's config annotation is
+// patched to the new catalog's (what the injector's reconciler does; the
+// webhook allows exactly that value), the kubelet re-projects it into the
+// sidecar's plugin.yaml, and the sidecar serves it without a restart: Argo CD's
+// GetAppDetails announces the parameter only the new config has.
+func checkLiveReload(t *testing.T, node *harness.Node, chart *harness.ChartInstall, rs *harness.RepoServer, pod *corev1.Pod, repoURL string) {
 	t.Helper()
-	key := "config.cmp-injector.io/params"
-	cur := pod.Annotations[key]
-	if cur == "" {
-		t.Fatalf("pod has no %s annotation", key)
-	}
+	c := env.cp.Client()
+	const key = "config.cmp-injector.io/params"
 	file := node.VolumeFile(pod, "kubernetes.io~downward-api", "cmp-params-config", "plugin.yaml")
-	if b, err := os.ReadFile(file); err != nil || string(b) != cur {
+	if b, err := os.ReadFile(file); err != nil || string(b) != pod.Annotations[key] {
 		t.Fatalf("projected %s: %v\n%s", file, err, b)
 	}
-	changed := cur + "# changed by the e2e suite\n"
-	start := time.Now()
-	if err := env.cp.Client().MergePatch("/api/v1/namespaces/"+pod.Namespace+"/pods/"+pod.Name,
-		mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: changed}}})); err != nil {
+	values := filepath.Join(t.TempDir(), "reload.yaml")
+	if err := os.WriteFile(values, []byte(`catalog:
+  revision: chain-2
+  plugins:
+    params:
+      config:
+        inline:
+          spec:
+            parameters:
+              dynamic:
+                command: [sh, -c, 'echo "[{\"name\": \"reloaded\", \"title\": \"Reloaded\"}]"']
+`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := harness.Eventually(60*time.Second, 20*time.Millisecond, func() (bool, error) {
-		b, err := os.ReadFile(file)
-		return err == nil && string(b) == changed, fmt.Errorf("plugin.yaml not re-projected yet: %v", err)
+	if err := chart.Upgrade("-f", values); err != nil {
+		t.Fatal(err)
+	}
+	// The new catalog's annotation, as the injector renders it.
+	var want string
+	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+		probe := loadPod(t, "repo-server-pod.yaml")
+		probe.Annotations["cmp-injector.io/plugins"] = "params"
+		got, err := c.CreatePod(chainNS, probe, true)
+		if err != nil {
+			return false, err
+		}
+		want = got.Annotations[key]
+		return status(t, got).Revision == "chain-2", fmt.Errorf("the injector serves revision %q", status(t, got).Revision)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("the kubelet re-projected the changed annotation into the running sidecar's plugin.yaml %s after the patch", time.Since(start).Round(time.Millisecond))
+	start := time.Now()
+	if err := c.MergePatch("/api/v1/namespaces/"+pod.Namespace+"/pods/"+pod.Name,
+		mustJSON(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: want}}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Eventually(60*time.Second, 20*time.Millisecond, func() (bool, error) {
+		b, err := os.ReadFile(file)
+		return err == nil && string(b) == want, fmt.Errorf("plugin.yaml not re-projected yet: %v", err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	projected := time.Since(start)
+	var names []string
+	err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		var details appDetailsResponse
+		if err := rs.Call("appdetails", appDetailsQuery{Repo: &argoRepo{Repo: repoURL}, AppName: "reload", NoCache: true,
+			Source: &argoSource{RepoURL: repoURL, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: "params"}}}, &details); err != nil {
+			return false, err
+		}
+		names = names[:0]
+		if details.Plugin != nil {
+			for _, a := range details.Plugin.ParametersAnnouncement {
+				names = append(names, a.Name)
+			}
+		}
+		return strings.Contains(strings.Join(names, ","), "reloaded"), fmt.Errorf("announced %v", names)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.GetPod(pod.Namespace, pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name == "cmp-params" && s.RestartCount != 0 {
+			t.Errorf("the sidecar restarted %d times; the reload must not need one", s.RestartCount)
+		}
+	}
+	t.Logf("annotation patch → kubelet re-projected plugin.yaml in %s → the sidecar announced %v %s after the patch, no restart",
+		projected.Round(time.Millisecond), names, time.Since(start).Round(time.Millisecond))
 }
 
 // checkDrained waits for pod (deleted by the rollout) to be gone and reads the

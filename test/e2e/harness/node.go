@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -317,15 +318,22 @@ func (n *Node) Stop() {
 // node lacks, a crash loop, a bad spec).
 func (n *Node) WaitPodReady(c *Client, ns, name string, timeout time.Duration) (*corev1.Pod, error) {
 	var pod *corev1.Pod
+	var fatal error // ends the wait at once
 	err := Eventually(timeout, 200*time.Millisecond, func() (bool, error) {
 		var err error
 		if pod, err = c.GetPod(ns, name); err != nil {
+			var apiErr *APIError
+			if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+				fatal = fmt.Errorf("pod %s/%s is gone", ns, name)
+				return true, nil
+			}
 			return false, err
 		}
 		all := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
 		for _, s := range all {
 			if w := s.State.Waiting; w != nil && fatalWaiting[w.Reason] {
-				return false, &fatalPodError{fmt.Sprintf("container %s of pod %s: %s: %s\n%s", s.Name, name, w.Reason, w.Message, n.ContainerLogs(pod)[s.Name])}
+				fatal = fmt.Errorf("container %s of pod %s: %s: %s\n%s", s.Name, name, w.Reason, w.Message, n.ContainerLogs(pod)[s.Name])
+				return true, nil
 			}
 		}
 		for _, cond := range pod.Status.Conditions {
@@ -335,8 +343,7 @@ func (n *Node) WaitPodReady(c *Client, ns, name string, timeout time.Duration) (
 		}
 		return false, fmt.Errorf("pod %s not Ready: phase %s, %s", name, pod.Status.Phase, containerStates(all))
 	})
-	var fatal *fatalPodError
-	if errors.As(err, &fatal) {
+	if fatal != nil {
 		return pod, fatal
 	}
 	return pod, err
@@ -346,10 +353,6 @@ func (n *Node) WaitPodReady(c *Client, ns, name string, timeout time.Duration) (
 var fatalWaiting = map[string]bool{"ErrImageNeverPull": true, "ErrImagePull": true, "ImagePullBackOff": true,
 	"CrashLoopBackOff": true, "CreateContainerError": true, "CreateContainerConfigError": true, "InvalidImageName": true,
 	"RunContainerError": true}
-
-type fatalPodError struct{ msg string }
-
-func (e *fatalPodError) Error() string { return e.msg }
 
 func containerStates(all []corev1.ContainerStatus) string {
 	var parts []string
