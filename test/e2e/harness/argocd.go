@@ -248,7 +248,10 @@ func StartRedis(dir, password string, logTo io.Writer) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r, r.waitReady(r.Addr, password)
+	if err := r.waitReady(r.Addr, password); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func redisArgv(bin, bind string, port int, dir, password string) []string {
@@ -273,7 +276,10 @@ func (n *Node) StartRedis(dir, password string) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r, r.waitReady("127.0.0.1:6379", password)
+	if err := r.waitReady("127.0.0.1:6379", password); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // waitReady pings addr (as seen from where r.dial dials) until Redis answers.

@@ -390,7 +390,7 @@ func (n *Node) ProcessUIDs(pod *corev1.Pod) (map[string][]int, error) {
 				return nil, err
 			}
 			for _, f := range strings.Fields(string(b)) {
-				st, err := os.ReadFile(filepath.Join("/proc", f, "status"))
+				st, err := os.ReadFile("/proc/" + f + "/status")
 				if err != nil {
 					continue
 				}
@@ -412,6 +412,6 @@ func (n *Node) ProcessUIDs(pod *corev1.Pod) (map[string][]int, error) {
 // e.g. a downwardAPI projection. Such volumes are tmpfs mounts in the node's
 // mount namespace, so the path goes through the holder's /proc/PID/root.
 func (n *Node) VolumeFile(pod *corev1.Pod, plugin, volume, file string) string {
-	return filepath.Join("/proc", strconv.Itoa(n.ns.holder.PID()), "root",
+	return filepath.Join("/proc/"+strconv.Itoa(n.ns.holder.PID())+"/root",
 		n.Dir, "kubelet", "pods", string(pod.UID), "volumes", plugin, volume, file)
 }

@@ -116,7 +116,7 @@ func (r *nodeRecord) restore() error {
 }
 
 func sysctlPath(k string) string {
-	return filepath.Join("/proc/sys", strings.ReplaceAll(k, ".", "/"))
+	return "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
 }
 
 func readSysctl(k string) (string, error) {

@@ -161,7 +161,7 @@ func argoFiles(argo ArgoRelease) ([]oci.Entry, error) {
 		return nil, err
 	}
 	for _, l := range links {
-		p := filepath.Join("/usr/lib/git-core", l.Name())
+		p := "/usr/lib/git-core/" + l.Name()
 		if target, err := os.Readlink(p); err == nil && target == "git" {
 			files = append(files, oci.Entry{Path: "usr/lib/git-core/" + l.Name(), Link: "git"})
 		}
