@@ -66,6 +66,23 @@ type runner struct {
 	// self replaces keys.PluginServerPath as argv[0]: in a sidecar it is that very
 	// file, and on a laptop it lets the same plugin.yaml run under the local runner.
 	self string
+	// report, when set, is told how each command ended (see LocalRequest.OnCommand).
+	report func(CommandReport)
+}
+
+// CommandReport is how one plugin command ended, for local callers that show it
+// to an author (the playground): a sidecar only logs it.
+type CommandReport struct {
+	Phase string `json:"phase"` // init, generate, discover or parameters
+	Argv  string `json:"argv"`  // as error messages show it
+	// Exit is the exit code, or "signal_N", or "start_error".
+	Exit     string        `json:"exit"`
+	Duration time.Duration `json:"duration"`
+	// Stderr is what the command printed on stderr, capped by MaxStderrBytes.
+	Stderr      string `json:"stderr"`
+	StdoutBytes int64  `json:"stdoutBytes"`
+	// Stopped says why the command was stopped ("" when it ended on its own).
+	Stopped string `json:"stopped,omitempty"`
 }
 
 func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
@@ -150,6 +167,9 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	errW.Close()
 	if err != nil {
 		r.metrics.commandDone(phase, "start_error", time.Since(start))
+		if r.report != nil {
+			r.report(CommandReport{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
+		}
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
 	}
@@ -184,6 +204,10 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	r.metrics.commandDone(phase, code, elapsed)
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
 		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
+	if r.report != nil {
+		r.report(CommandReport{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
+			Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
+	}
 
 	if stdout.overflow {
 		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)

@@ -29,6 +29,9 @@ type LocalRequest struct {
 	// LogLevel and LogFormat are exported to the commands as a sidecar's server
 	// exports its own (see Options.LogLevel).
 	LogLevel, LogFormat string
+	// OnCommand, when set, is called after each plugin command with how it
+	// ended, stderr included (which a sidecar only logs on success).
+	OnCommand func(CommandReport)
 }
 
 // LocalGenerate runs init and generate and returns one JSON string per object.
@@ -90,6 +93,7 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 		appRel = "."
 	}
 	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, logEnv(req.LogLevel, req.LogFormat), opts.Logger, NewMetrics())
+	e.runner.report = req.OnCommand
 	dir, err := e.newRequestDir()
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package cli is the cmp-server command line: serve (the default), run, call,
-// copy, probe and version. cmd/cmp-server adds the helm subcommand. Every
+// copy, probe, playground and version. cmd/cmp-server adds the helm subcommand. Every
 // command returns an error; serving.Program prints it once and picks the exit
 // code.
 package cli
@@ -26,6 +26,7 @@ func Commands() []serving.Command {
 		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: Call},
 		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: Probe},
 		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: Copy},
+		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: Playground},
 		{Name: "version", Summary: "print the version", Run: printVersion},
 	}
 }

@@ -55,21 +55,31 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 
 // request resolves the flags into a repo root, app path and request env.
 func (a *appFlags) request() (root, appRel string, env []string, err error) {
-	appDir, err := filepath.Abs(a.appDir)
+	root, appRel, app, err := a.resolve()
 	if err != nil {
 		return "", "", nil, err
+	}
+	env, err = app.Environ()
+	return root, appRel, env, err
+}
+
+// resolve turns the flags into a repo root, app path and the Application.
+func (a *appFlags) resolve() (root, appRel string, app client.App, err error) {
+	appDir, err := filepath.Abs(a.appDir)
+	if err != nil {
+		return "", "", app, err
 	}
 	root = appDir
 	if a.repoRoot != "" {
 		if root, err = filepath.Abs(a.repoRoot); err != nil {
-			return "", "", nil, err
+			return "", "", app, err
 		}
 	}
 	appRel, err = filepath.Rel(root, appDir)
 	if err != nil || appRel == ".." || strings.HasPrefix(appRel, "../") {
-		return "", "", nil, fmt.Errorf("--app-dir %s is not inside --repo-root %s", appDir, root)
+		return "", "", app, fmt.Errorf("--app-dir %s is not inside --repo-root %s", appDir, root)
 	}
-	app := a.app
+	app = a.app
 	if app.Name == "" {
 		app.Name = filepath.Base(appDir)
 	}
@@ -81,11 +91,10 @@ func (a *appFlags) request() (root, appRel string, env []string, err error) {
 	app.HasPlugin = !a.noPlugin
 	if a.paramsFile != "" {
 		if app.Parameters, err = readParameters(a.paramsFile); err != nil {
-			return "", "", nil, err
+			return "", "", app, err
 		}
 	}
-	env, err = app.Environ()
-	return root, appRel, env, err
+	return root, appRel, app, nil
 }
 
 func readParameters(path string) ([]params.AppParameter, error) {

@@ -75,3 +75,29 @@ func (a App) Environ() ([]string, error) {
 	}
 	return env, nil
 }
+
+// ParametersEnviron renders the smaller env the repo-server sends with
+// GetParametersAnnouncement: the app name, repo URL, source path and target
+// revision, the ARGOCD_ENV_ variables (expanded from those four only) and the
+// parameters. A dynamic parameters command that reads KUBE_VERSION or the
+// namespace sees them empty in Argo CD, and so here.
+func (a App) ParametersEnviron() ([]string, error) {
+	reduced := App{Name: a.Name, RepoURL: a.RepoURL, SourcePath: a.SourcePath, TargetRevision: a.TargetRevision,
+		PluginEnv: a.PluginEnv, Parameters: a.Parameters, HasPlugin: a.HasPlugin}
+	env, err := reduced.Environ()
+	if err != nil {
+		return nil, err
+	}
+	dropped := map[string]bool{
+		"ARGOCD_APP_NAMESPACE": true, "ARGOCD_APP_PROJECT_NAME": true, "ARGOCD_APP_REVISION": true,
+		"ARGOCD_APP_REVISION_SHORT": true, "ARGOCD_APP_REVISION_SHORT_8": true,
+		"KUBE_VERSION": true, "KUBE_API_VERSIONS": true,
+	}
+	out := env[:0]
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !dropped[name] {
+			out = append(out, kv)
+		}
+	}
+	return out, nil
+}

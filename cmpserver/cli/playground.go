@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"os/signal"
+	"syscall"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/playground"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
+)
+
+// Playground serves the plugin playground page (cmpserver/playground) until
+// SIGINT or SIGTERM.
+func Playground(ctx context.Context, args []string, stdio serving.IO) error {
+	fs := serving.NewFlagSet("cmp-server playground", "--config plugin.yaml --app-dir DIR [--repo-root DIR] [--listen "+playground.DefaultListen+"] [flags]")
+	config := fs.String("config", "plugin.yaml", "the plugin.yaml to try; re-read when it changes")
+	listen := fs.String("listen", playground.DefaultListen, "address of the page; a non-loopback address is accepted only when named here, and then anyone reaching it can run the plugin")
+	var a appFlags
+	a.register(fs.FlagSet)
+	var opts playground.Options
+	limitFlags(fs.FlagSet, &opts.Limits)
+	execFlags(fs.FlagSet, &opts.Exec)
+	level, format := logFlags(fs.FlagSet)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "listen" })
+	log, err := newLogger(level, format, stdio.Stderr)
+	if err != nil {
+		return fs.Errorf("%v", err)
+	}
+	root, _, app, err := a.resolve()
+	if err != nil {
+		return err
+	}
+	noZeroLimits(&opts.Limits)
+	opts.ConfigPath, opts.RepoRoot, opts.AppDir = *config, root, a.appDir
+	opts.App, opts.Parameters = app, app.Parameters
+	opts.LogLevel, opts.LogFormat, opts.Logger = *level, *format, log
+	srv, err := playground.New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return srv.ListenAndServe(ctx, *listen, explicit)
+}
