@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,4 +417,129 @@ func checkDrained(t *testing.T, node *harness.Node, pod *corev1.Pod) {
 			t.Errorf("sidecar cmp-%s exited %d on SIGTERM, want 0 (a drained exit)", p, code)
 		}
 	}
+}
+
+// A run that is killed (a CI timeout, ^C twice) cannot clean up: its kubelet,
+// containerd and namespace holder die with it, but containerd's shims and the
+// containers outlive it by design, holding the node's namespaces, its cgroups
+// and the kubelet's kernel tunables. The next run undoes that from the record
+// the killed one left in the tool cache.
+func TestRealNodeKilledRunIsUndone(t *testing.T) {
+	if minorVersion() != kubeletMinor {
+		t.Skipf("the real node's kubelet is %s and the apiserver %s: `make e2e-node` runs it against %s", kubeletMinor, env.k8sVer, kubeletMinor)
+	}
+	before, err := harness.SnapshotHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	imgs, err := harness.BuildTestImages(ctx, filepath.Join(env.root, "killed-images"), map[harness.ImageKind][]string{
+		harness.PauseImage: {harness.SandboxImage},
+		harness.ShellImage: {"registry.example/e2e/shell:1"},
+	}, harness.ArgoRelease{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(env.root, "killed")
+	child, err := harness.Start("node-child", []string{os.Args[0], "-test.run=^$"}, []string{
+		nodeChildEnv + "=" + dir, "E2E_CP_URL=" + env.cp.URL, "E2E_CP_TOKEN=" + env.cp.Token, "E2E_CP_CA=" + env.cp.CAFile,
+		"E2E_NODE_IMAGES=" + strings.Join(imgs, ","),
+	}, ".", env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Stop(time.Second) }()
+	if err := harness.Eventually(2*time.Minute, 100*time.Millisecond, func() (bool, error) {
+		done, _ := child.Exited()
+		return done || strings.Contains(child.Output(), "node-child-ready"), fmt.Errorf("child node not ready")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if done, werr := child.Exited(); done {
+		t.Fatalf("the child exited: %v\n%s", werr, child.Output())
+	}
+	c := env.cp.Client()
+	t.Cleanup(func() { _ = c.Delete("/api/v1/nodes/" + harness.NodeName) })
+	ns := newNamespace(t, "killed", nil)
+	pod := &corev1.Pod{}
+	pod.Name = "sleeper"
+	pod.Spec.NodeName = harness.NodeName
+	grace := int64(1)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	pod.Spec.Containers = []corev1.Container{{Name: "sleep", Image: "registry.example/e2e/shell:1",
+		Command: []string{"sleep", "3600"}, ImagePullPolicy: corev1.PullNever}}
+	if _, err := c.CreatePod(ns, pod, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+		p, err := c.GetPod(ns, pod.Name)
+		if err != nil {
+			return false, err
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Errorf("pod phase %s", p.Status.Phase)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The interruption: SIGKILL, no cleanup.
+	if err := child.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait(10 * time.Second)
+	left, err := harness.SnapshotHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shims := shimsOf(dir)
+	if len(harness.LeftoverRuns()) == 0 || len(shims) == 0 {
+		t.Fatalf("the killed run left no record (%v) or no shim (%v): this test would prove nothing", harness.LeftoverRuns(), shims)
+	}
+	t.Logf("the killed run left %d shim(s) running and %d host difference(s): %v", len(shims), len(before.Diff(left)), before.Diff(left))
+
+	if err := harness.RestoreLeftovers(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := harness.SnapshotHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := before.Diff(after); len(d) > 0 {
+		t.Errorf("after restoring, the host still differs:\n  %s", strings.Join(d, "\n  "))
+	}
+	if s := shimsOf(dir); len(s) > 0 {
+		t.Errorf("shims still running: %v", s)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the killed run's directory is still there: %v", err)
+	}
+}
+
+// nodeChildEnv names the directory of the child's node.
+const nodeChildEnv = "E2E_NODE_CHILD"
+
+// nodeChild starts a node against the parent's control plane, says so and
+// waits to be killed.
+func nodeChild(dir string) int {
+	cp := harness.AttachControlPlane(os.Getenv("E2E_CP_URL"), os.Getenv("E2E_CP_TOKEN"), os.Getenv("E2E_CP_CA"))
+	if _, err := harness.StartNode(cp, dir, strings.Split(os.Getenv("E2E_NODE_IMAGES"), ","), os.Stdout); err != nil {
+		fmt.Println("node child:", err)
+		return 1
+	}
+	fmt.Println("node-child-ready")
+	time.Sleep(10 * time.Minute)
+	return 1
+}
+
+// shimsOf lists the PIDs of containerd shims serving the node in dir.
+func shimsOf(dir string) []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), "containerd-shim") && strings.Contains(string(b), dir) {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
 }

@@ -140,6 +140,12 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	return cp, nil
 }
 
+// AttachControlPlane is a control plane another process started (URL, admin
+// token and CA file): the end-to-end suite's child that a test kills uses it.
+func AttachControlPlane(url, token, caFile string) *ControlPlane {
+	return &ControlPlane{URL: url, Token: token, CAFile: caFile}
+}
+
 // PodEditor is a user the apiserver knows with no rights of its own: tests
 // grant it what they need with RBAC (ClientAs).
 const PodEditor = "pod-editor"

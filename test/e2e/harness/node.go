@@ -73,7 +73,7 @@ func StartNode(cp *ControlPlane, dir string, images []string, logTo io.Writer) (
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		return nil, fmt.Errorf("the CNI bridge plugin is missing (hack/tools.sh cni-plugins): %w", err)
 	}
-	if err := restoreLeftovers(); err != nil {
+	if err := RestoreLeftovers(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -64,9 +64,10 @@ func (r *nodeRecord) save() error {
 	return os.WriteFile(r.file(), b, 0o644)
 }
 
-// restoreLeftovers undoes what killed runs left behind. A record whose test
-// process still runs belongs to a concurrent run and is left alone.
-func restoreLeftovers() error {
+// RestoreLeftovers undoes what killed runs left behind (StartNode calls it
+// first). A record whose test process still runs belongs to a concurrent run
+// and is left alone.
+func RestoreLeftovers() error {
 	files, _ := filepath.Glob(filepath.Join(recordDir(), "*.json"))
 	var errs []error
 	for _, f := range files {
@@ -94,6 +95,8 @@ func restoreLeftovers() error {
 func (r *nodeRecord) restore() error {
 	var errs []error
 	// Container processes live in the run's cgroups; shims name the socket.
+	// Pod sandboxes keep mounts and network namespaces of the node alive only
+	// through these processes, so once they are gone so are the namespaces.
 	if err := killCgroupProcs(r.CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
@@ -239,4 +242,10 @@ func removeCgroups(root string) error {
 		}
 		return len(errs) == 0, errors.Join(errs...)
 	})
+}
+
+// LeftoverRuns lists the records of runs not yet undone.
+func LeftoverRuns() []string {
+	files, _ := filepath.Glob(filepath.Join(recordDir(), "*.json"))
+	return files
 }
