@@ -2,7 +2,7 @@ package cmpserver
 
 import (
 	"archive/tar"
-	"compress/gzip"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Limits bound what one request may unpack. Argo CD has none; a repository
@@ -50,8 +52,20 @@ type extractor struct {
 	files    int
 	bytes    int64
 	realDirs map[string]bool // relative dirs known to be real directories
-	symlinks []string        // relative symlink paths, re-checked at the end
+	// written holds the files and symlinks extracted so far: dest starts
+	// empty, so any other name does not exist yet and needs no lstat.
+	written  map[string]bool
+	symlinks []string // relative symlink paths, re-checked at the end
+	buf      []byte   // file contents pass through it, one write per file up to its size
 }
+
+// copyBuf is the extractor's buffer: most repository files fit, so each costs
+// one write; bigger ones are copied through it.
+const copyBuf = 256 << 10
+
+// readAhead is how much the decompressor reads at once: the stdlib's default
+// is 4 KiB, i.e. a read (and, on the spool, a lock) every 4 KiB.
+const readAhead = 256 << 10
 
 // extractTgz unpacks the gzip-compressed tar r into dest, which must exist.
 func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) error {
@@ -60,12 +74,13 @@ func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) erro
 
 // extractTgzGated is extractTgz with a gate before every file (see extractor.gate).
 func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool, gate func(int64) error) error {
-	gz, err := gzip.NewReader(r)
+	gz, err := gzip.NewReader(bufio.NewReaderSize(r, readAhead))
 	if err != nil {
 		return fmt.Errorf("error reading repository tarball: %w", err)
 	}
 	defer gz.Close()
-	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, gate: gate, realDirs: map[string]bool{".": true}}
+	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, gate: gate,
+		realDirs: map[string]bool{".": true}, written: map[string]bool{}, buf: make([]byte, copyBuf)}
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
@@ -239,15 +254,15 @@ func (x *extractor) clearTarget(rel string) (string, error) {
 		return "", err
 	}
 	abs := filepath.Join(x.dest, rel)
-	fi, err := os.Lstat(abs)
-	if err == nil {
-		if fi.IsDir() {
-			return "", fmt.Errorf("illegal filepath in archive: %q is already a directory", filepath.ToSlash(rel))
-		}
+	if x.realDirs[rel] {
+		return "", fmt.Errorf("illegal filepath in archive: %q is already a directory", filepath.ToSlash(rel))
+	}
+	if x.written[rel] {
 		if err := os.Remove(abs); err != nil {
 			return "", fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
 		}
 	}
+	x.written[rel] = true
 	return abs, nil
 }
 
@@ -266,7 +281,7 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 	if err != nil {
 		return fmt.Errorf("error extracting %q: %w", hdr.Name, err)
 	}
-	n, err := io.Copy(f, io.LimitReader(body, hdr.Size))
+	n, err := x.copy(f, body, hdr.Size)
 	x.bytes += n
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -279,6 +294,30 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 		return os.Chmod(abs, x.mode(hdr, 0o644))
 	}
 	return nil
+}
+
+// copy writes size bytes of body to f through x.buf: one write for a file that
+// fits. (io.Copy would go through os.File.ReadFrom, which allocates 32 KiB per
+// file and writes every 32 KiB.)
+func (x *extractor) copy(f *os.File, body io.Reader, size int64) (int64, error) {
+	var done int64
+	for done < size {
+		n, err := io.ReadFull(body, x.buf[:min(int64(len(x.buf)), size-done)])
+		if n > 0 {
+			w, werr := f.Write(x.buf[:n])
+			done += int64(w)
+			if werr != nil {
+				return done, werr
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 func (x *extractor) symlink(rel, target string) error {
