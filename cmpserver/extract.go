@@ -55,8 +55,17 @@ type extractor struct {
 	// written holds the files and symlinks extracted so far: dest starts
 	// empty, so any other name does not exist yet and needs no lstat.
 	written  map[string]bool
-	symlinks []string // relative symlink paths, re-checked at the end
-	buf      []byte   // file contents pass through it, one write per file up to its size
+	symlinks []string     // relative symlink paths, re-checked at the end
+	buf      []byte       // file contents pass through it, one write per file up to its size
+	writers  *fileWriters // small files are written on other cores (nil: inline)
+}
+
+// barrier waits for every queued file to be written.
+func (x *extractor) barrier() error {
+	if x.writers == nil {
+		return nil
+	}
+	return x.writers.barrier()
 }
 
 // copyBuf is the extractor's buffer: most repository files fit, so each costs
@@ -80,7 +89,22 @@ func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool,
 	}
 	defer gz.Close()
 	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, gate: gate,
-		realDirs: map[string]bool{".": true}, written: map[string]bool{}, buf: make([]byte, copyBuf)}
+		realDirs: map[string]bool{".": true}, written: map[string]bool{}, buf: make([]byte, copyBuf),
+		writers: startWriters()}
+	if x.writers != nil {
+		// Every return waits for the writers: the caller may remove dest next.
+		defer x.writers.close()
+	}
+	if err := x.run(gz); err != nil {
+		return err
+	}
+	if x.writers != nil {
+		return x.writers.close()
+	}
+	return nil
+}
+
+func (x *extractor) run(gz io.Reader) error {
 	tr := tar.NewReader(gz)
 	for {
 		hdr, err := tr.Next()
@@ -93,6 +117,9 @@ func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool,
 		if err := x.entry(hdr, tr); err != nil {
 			return err
 		}
+	}
+	if err := x.barrier(); err != nil {
+		return err
 	}
 	// A symlink that was harmless when created can be made to escape by a later
 	// entry (e.g. a dangling component that becomes a link), so all links are
@@ -219,6 +246,13 @@ func (x *extractor) ensureDir(rel string, mode fs.FileMode) error {
 	if err := x.ensureDir(filepath.Dir(rel), 0o755); err != nil {
 		return err
 	}
+	if x.written[rel] {
+		// A file of that name may still be queued: let it land, so that
+		// the lstat below sees it and refuses.
+		if err := x.barrier(); err != nil {
+			return err
+		}
+	}
 	abs := filepath.Join(x.dest, rel)
 	fi, err := os.Lstat(abs)
 	switch {
@@ -258,6 +292,9 @@ func (x *extractor) clearTarget(rel string) (string, error) {
 		return "", fmt.Errorf("illegal filepath in archive: %q is already a directory", filepath.ToSlash(rel))
 	}
 	if x.written[rel] {
+		if err := x.barrier(); err != nil {
+			return "", err
+		}
 		if err := os.Remove(abs); err != nil {
 			return "", fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
 		}
@@ -274,6 +311,11 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 	}
 	abs, err := x.clearTarget(rel)
 	if err != nil {
+		return err
+	}
+	if x.writers != nil && hdr.Size <= parallelMax {
+		n, err := x.writers.submit(abs, hdr.Name, x.mode(hdr, 0o644), x.preserveMode, body, int(hdr.Size))
+		x.bytes += int64(n)
 		return err
 	}
 	// O_EXCL: never follow whatever might sit at the final component.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -88,4 +89,27 @@ func FuzzExtract(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// Small files are written on other cores; a later entry of the same name must
+// still replace the earlier file, and an entry below a queued file must still
+// be refused as it is when the file is on disk.
+func TestExtractOrderWithQueuedWrites(t *testing.T) {
+	dest := t.TempDir()
+	tgz := craftTgz(t, dir("."), file("a", "first"), file("b", "x"), file("a", "second"))
+	if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dest, "a")); string(got) != "second" {
+		t.Errorf("a = %q, want the later entry's", got)
+	}
+	for name, entries := range map[string][]tarEntry{
+		"dir below file":  {file("f", "x"), dir("f/d")},
+		"file below file": {file("f", "x"), file("f/g", "y")},
+	} {
+		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), t.TempDir(), DefaultLimits, false)
+		if err == nil || !strings.Contains(err.Error(), `"f" is a file and cannot contain entries`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }
