@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit e2e e2e-node lint proto proto-check chart bench fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long e2e e2e-node lint proto proto-check chart bench fuzz demo clean static-check images
 
 all: build
 
@@ -67,9 +67,14 @@ chart:
 	$(BIN)/helm lint --strict $(CHART)
 	$(BIN)/helm package $(CHART) -d $(BIN)
 
-## unit: every Go test except the end-to-end suite
+## unit: every Go test except the end-to-end suite, without the long ones (-short)
 unit:
-	PATH="$(BIN):$$PATH" go test -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
+	PATH="$(BIN):$$PATH" go test -short -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
+
+## unit-long: the tests -short skips (cmp-server's 90 s keepalive pair, the
+## image builds)
+unit-long:
+	PATH="$(BIN):$$PATH" go test -count=1 -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
 
 ## e2e: real etcd + kube-apiserver + kube-controller-manager, helm, the injector,
 ## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
@@ -98,7 +103,7 @@ e2e-node:
 test: test-no-node e2e-node
 
 ## test-no-node: everything `make test` runs except the real node (no root needed)
-test-no-node: tools lint proto-check static-check unit e2e
+test-no-node: tools lint proto-check static-check unit unit-long e2e
 
 ## bench: Go benchmarks of the handler and the stream receiver
 bench:

@@ -131,7 +131,7 @@ func BenchmarkExtract(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if err := extractTgz(io.Reader(bytes.NewReader(data)), dest, DefaultLimits, false); err != nil {
+				if err := extractTgz(io.Reader(bytes.NewReader(data)), dest, DefaultLimits(), false); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()

@@ -25,15 +25,16 @@ type Engine struct {
 	limits  Limits
 	workDir string
 	runner  *runner
-	// logEnv is added to the sidecar's env for every command (see logEnv).
-	logEnv []string
-	log    *zap.Logger
+	// env is what every command starts from: the server's env (Options.Env)
+	// and the log settings (see logEnv).
+	env []string
+	log *zap.Logger
 	// serial holds one token when allowConcurrency is false.
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, logEnv []string, log *zap.Logger, m *Metrics) *Engine {
-	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), logEnv: logEnv, log: log}
+func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, env []string, log *zap.Logger, m *Metrics) *Engine {
+	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), env: env, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
 	}
@@ -92,7 +93,7 @@ func (e *Engine) unpackTo(dir string) *unpackTo {
 // (unpacked into dir when unpacked is set).
 func (e *Engine) workspace(dir string, repo *receivedRepo, unpacked bool) (*workspace, error) {
 	ws := &workspace{dir: dir, root: dir}
-	env, err := commandEnv(append(os.Environ(), e.logEnv...), repo.meta.GetEnv())
+	env, err := commandEnv(e.env, repo.meta.GetEnv())
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func TestDeadlineErrorTextMatchesArgo(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: slow}\nspec:\n  generate: {command: [sleep, \"60\"]}\n"
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions
+		o.Exec = DefaultExecOptions()
 		// A wide buffer so a busy machine still delivers our error before the
 		// client's own deadline turns it into DeadlineExceeded.
 		o.Exec.DeadlineBuffer = time.Second

@@ -49,13 +49,9 @@ type ExecOptions struct {
 const DefaultMaxStdoutBytes = 64 << 20
 
 // DefaultExecOptions are the serve defaults.
-var DefaultExecOptions = ExecOptions{
-	Timeout:        90 * time.Second,
-	DeadlineBuffer: 100 * time.Millisecond,
-	KillGrace:      5 * time.Second,
-	OutputGrace:    time.Second,
-	MaxStdoutBytes: DefaultMaxStdoutBytes,
-	MaxStderrBytes: 64 << 10,
+func DefaultExecOptions() ExecOptions {
+	return ExecOptions{Timeout: 90 * time.Second, DeadlineBuffer: 100 * time.Millisecond, KillGrace: 5 * time.Second,
+		OutputGrace: time.Second, MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: 64 << 10}
 }
 
 // runner executes plugin commands.

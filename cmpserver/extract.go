@@ -16,7 +16,7 @@ import (
 
 // Limits bound what one request may unpack. Argo CD has none; a repository
 // tarball is untrusted input, so we stop early with an error that names the limit.
-// A field <= 0 disables that limit; the zero Limits value means DefaultLimits.
+// A zero field means no limit; DefaultLimits are serve's.
 type Limits struct {
 	// MaxCompressedBytes caps the .tar.gz stream as received.
 	MaxCompressedBytes int64
@@ -27,10 +27,8 @@ type Limits struct {
 }
 
 // DefaultLimits fit a large monorepo including its .git directory.
-var DefaultLimits = Limits{
-	MaxCompressedBytes: 1 << 30,
-	MaxExtractedBytes:  4 << 30,
-	MaxFiles:           1_000_000,
+func DefaultLimits() Limits {
+	return Limits{MaxCompressedBytes: 1 << 30, MaxExtractedBytes: 4 << 30, MaxFiles: 1_000_000}
 }
 
 // maxSymlinkHops bounds symlink resolution, like the kernel's ELOOP limit.

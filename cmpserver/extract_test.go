@@ -17,7 +17,7 @@ func TestExtractNeutralisesSymlinkChains(t *testing.T) {
 		"deep chain": {dir("d"), symlink("d/up", ".."), symlink("d/x", "up/up/..")},
 	} {
 		dest := t.TempDir()
-		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), dest, DefaultLimits, false)
+		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), dest, DefaultLimits(), false)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -44,7 +44,7 @@ func TestExtractModes(t *testing.T) {
 	tgz := craftTgz(t, dir("."), tarEntry{hdr: tarHeaderMode("run.sh", 0o755, 2), body: "#!"}, tarEntry{hdr: tarHeaderMode("secret", 0o600, 1), body: "s"})
 	for _, preserve := range []bool{false, true} {
 		dest := t.TempDir()
-		if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits, preserve); err != nil {
+		if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits(), preserve); err != nil {
 			t.Fatal(err)
 		}
 		for name, want := range map[string][2]os.FileMode{"run.sh": {0o644, 0o755}, "secret": {0o644, 0o600}} {
@@ -97,7 +97,7 @@ func FuzzExtract(f *testing.F) {
 func TestExtractOrderWithQueuedWrites(t *testing.T) {
 	dest := t.TempDir()
 	tgz := craftTgz(t, dir("."), file("a", "first"), file("b", "x"), file("a", "second"))
-	if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits, false); err != nil {
+	if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits(), false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dest, "a")); string(got) != "second" {
@@ -107,7 +107,7 @@ func TestExtractOrderWithQueuedWrites(t *testing.T) {
 		"dir below file":  {file("f", "x"), dir("f/d")},
 		"file below file": {file("f", "x"), file("f/g", "y")},
 	} {
-		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), t.TempDir(), DefaultLimits, false)
+		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), t.TempDir(), DefaultLimits(), false)
 		if err == nil || !strings.Contains(err.Error(), `"f" is a file and cannot contain entries`) {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -56,7 +56,9 @@ func startServer(t testing.TB, pluginYAML string, mutate func(*Options)) *testSe
 		t.Fatal(err)
 	}
 	base := shortTempDir(t)
-	opts := Options{Plugin: p, SocketDir: filepath.Join(base, "s"), WorkDir: filepath.Join(base, "w", "_cmp_server")}
+	opts := DefaultOptions()
+	opts.Plugin, opts.SocketDir, opts.WorkDir = p, filepath.Join(base, "s"), filepath.Join(base, "w", "_cmp_server")
+	opts.Env = os.Environ()
 	if mutate != nil {
 		mutate(&opts)
 	}

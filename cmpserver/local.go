@@ -22,9 +22,14 @@ type LocalRequest struct {
 	RepoRoot   string
 	AppRelPath string
 	// Env is the request env (NAME=value), e.g. from client.App.Environ.
-	Env    []string
-	Limits Limits      // DefaultLimits when zero
-	Exec   ExecOptions // DefaultExecOptions when zero
+	Env []string
+	// BaseEnv is the environment every command starts from (a sidecar's
+	// own; cmp-server run gives its process's).
+	BaseEnv []string
+	// Limits and Exec: a zero field means none (DefaultLimits and
+	// DefaultExecOptions are serve's).
+	Limits Limits
+	Exec   ExecOptions
 	Logger *zap.Logger
 	// LogLevel and LogFormat are exported to the commands as a sidecar's server
 	// exports its own (see Options.LogLevel).
@@ -67,8 +72,11 @@ func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
 }
 
 func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engine, *workspace) error) error {
-	opts := Options{Plugin: req.Plugin, Limits: req.Limits, Exec: req.Exec, Logger: req.Logger}
-	opts.defaults()
+	opts := DefaultOptions()
+	opts.Plugin, opts.Limits, opts.Exec, opts.Logger = req.Plugin, req.Limits, req.Exec, req.Logger
+	if err := opts.Validate(); err != nil {
+		return err
+	}
 	if err := req.Plugin.Validate(); err != nil {
 		return err
 	}
@@ -92,7 +100,8 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if appRel == "" {
 		appRel = "."
 	}
-	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, logEnv(req.LogLevel, req.LogFormat), opts.Logger, NewMetrics())
+	env := append(append([]string{}, req.BaseEnv...), logEnv(req.LogLevel, req.LogFormat)...)
+	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, NewMetrics())
 	e.runner.report = req.OnCommand
 	dir, err := e.newRequestDir()
 	if err != nil {

@@ -87,7 +87,9 @@ func TestCommandsSeeArgoLogEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(Options{Plugin: p, SocketDir: t.TempDir(), WorkDir: t.TempDir(), LogLevel: "verbose"}); err == nil {
+	o := DefaultOptions()
+	o.Plugin, o.SocketDir, o.WorkDir, o.LogLevel = p, t.TempDir(), t.TempDir(), "verbose"
+	if _, err := New(o); err == nil {
 		t.Error("New accepted log level verbose")
 	}
 }

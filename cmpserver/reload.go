@@ -40,7 +40,8 @@ func (s *Server) ConfigHash() string { return s.config().hash }
 
 // install makes c the configuration of new requests.
 func (s *Server) install(c *loaded) {
-	c.engine = newEngine(c.plugin, s.opts.Limits, s.opts.WorkDir, s.opts.Exec, logEnv(s.opts.LogLevel, s.opts.LogFormat), s.log, s.metrics)
+	env := append(append([]string{}, s.opts.Env...), logEnv(s.opts.LogLevel, s.opts.LogFormat)...)
+	c.engine = newEngine(c.plugin, s.opts.Limits, s.opts.WorkDir, s.opts.Exec, env, s.log, s.metrics)
 	// allowConcurrency: false holds across a reload: a generation started on
 	// the old configuration still keeps the next one waiting.
 	if old := s.config(); old != nil && old.engine.serial != nil && c.engine.serial != nil {

@@ -34,14 +34,18 @@ type Options struct {
 	// reload.go); empty: Plugin is served until the end.
 	ConfigPath string
 	// ReloadInterval is how often ConfigPath is checked for a change (1 s;
-	// < 0: never).
+	// 0: never).
 	ReloadInterval time.Duration
 	// SocketDir holds the socket <name>[-<version>].sock.
 	SocketDir string
 	// WorkDir is the root of per-request dirs; it is wiped at start.
 	WorkDir string
-	Limits  Limits      // DefaultLimits
-	Exec    ExecOptions // DefaultExecOptions
+	// Env is the environment every command starts from, as argocd-cmp-server
+	// passes its own: serve gives the process's (os.Environ), read at the
+	// edge and not in the engine.
+	Env    []string
+	Limits Limits
+	Exec   ExecOptions
 	// MaxMsgSize is the gRPC message size limit in bytes (100 MiB).
 	MaxMsgSize int
 	// KeepaliveMinTime is the shortest client ping interval allowed (10 s); the
@@ -50,14 +54,14 @@ type Options struct {
 	// ShutdownGrace is how long in-flight requests may run after SIGTERM (25 s).
 	ShutdownGrace time.Duration
 	// StreamIdleTimeout ends a stream that sends no message for this long (60 s;
-	// < 0: never). The repo-server sends its chunks back to back, so only a client
+	// 0: never). The repo-server sends its chunks back to back, so only a client
 	// that hung mid-stream ever waits this long, and it would otherwise hold a
 	// goroutine, an open file and a request dir until it disconnects.
 	StreamIdleTimeout time.Duration
 	// MaxConcurrentStreams caps the streaming requests (GenerateManifest,
 	// MatchRepository, GetParametersAnnouncement) handled at once, from the first
-	// message to the response (64; < 0: no cap). One more fails at once with
-	// ResourceExhausted.
+	// message to the response. One more fails at once with
+	// ResourceExhausted. (64; 0: no cap.)
 	MaxConcurrentStreams int
 	// MetricsAddr, if set, serves /healthz, /readyz and /metrics over HTTP.
 	MetricsAddr string
@@ -72,34 +76,61 @@ type Options struct {
 	LogLevel, LogFormat string
 }
 
-func (o *Options) defaults() {
-	if o.Limits == (Limits{}) {
-		o.Limits = DefaultLimits
+// DefaultOptions are serve's defaults. Every limit, timeout and cap of
+// Options means "none" when zero, so a caller says what it wants instead of a
+// zero standing for a default and -1 for none.
+func DefaultOptions() Options {
+	return Options{
+		Limits:               DefaultLimits(),
+		Exec:                 DefaultExecOptions(),
+		MaxMsgSize:           100 << 20,
+		KeepaliveMinTime:     10 * time.Second,
+		ShutdownGrace:        25 * time.Second,
+		StreamIdleTimeout:    DefaultStreamIdleTimeout,
+		MaxConcurrentStreams: DefaultMaxConcurrentStreams,
+		ReloadInterval:       DefaultReloadInterval,
 	}
-	if o.Exec == (ExecOptions{}) {
-		o.Exec = DefaultExecOptions
+}
+
+// Validate rejects values that cannot work, every problem in one error naming
+// the flag, and gives a nil Logger a no-op one.
+func (o *Options) Validate() error {
+	var errs []error
+	negative := func(flag string, v int64) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative (0 means none), got %d", flag, v))
+		}
 	}
-	if o.MaxMsgSize <= 0 {
-		o.MaxMsgSize = 100 << 20
+	negativeDur := func(flag string, v time.Duration) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--%s must not be negative (0 means none), got %s", flag, v))
+		}
 	}
+	negative("max-compressed-bytes", o.Limits.MaxCompressedBytes)
+	negative("max-extracted-bytes", o.Limits.MaxExtractedBytes)
+	negative("max-files", int64(o.Limits.MaxFiles))
+	negative("max-stdout-bytes", o.Exec.MaxStdoutBytes)
+	negative("max-stderr-bytes", o.Exec.MaxStderrBytes)
+	negative("max-concurrent-streams", int64(o.MaxConcurrentStreams))
+	negativeDur("exec-timeout", o.Exec.Timeout)
+	negativeDur("deadline-buffer", o.Exec.DeadlineBuffer)
+	negativeDur("kill-grace", o.Exec.KillGrace)
+	negativeDur("output-grace", o.Exec.OutputGrace)
+	negativeDur("stream-idle-timeout", o.StreamIdleTimeout)
+	negativeDur("shutdown-grace", o.ShutdownGrace)
 	if o.KeepaliveMinTime <= 0 {
-		o.KeepaliveMinTime = 10 * time.Second
+		// gRPC reads 0 as its own 5 minutes, which ends the repo-server's
+		// long silent calls on the third ping.
+		errs = append(errs, fmt.Errorf("--keepalive-min must be more than 0, got %s", o.KeepaliveMinTime))
 	}
-	if o.ShutdownGrace <= 0 {
-		o.ShutdownGrace = 25 * time.Second
-	}
-	if o.StreamIdleTimeout == 0 {
-		o.StreamIdleTimeout = DefaultStreamIdleTimeout
-	}
-	if o.MaxConcurrentStreams == 0 {
-		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	negativeDur("reload interval", o.ReloadInterval)
+	if o.MaxMsgSize <= 0 {
+		errs = append(errs, fmt.Errorf("--max-msg-size-mb must be at least 1, got %d bytes", o.MaxMsgSize))
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	if o.ReloadInterval == 0 {
-		o.ReloadInterval = DefaultReloadInterval
-	}
+	return errors.Join(errs...)
 }
 
 // DefaultReloadInterval bounds the time from the kubelet's projection of a new
@@ -141,7 +172,9 @@ type Server struct {
 // New validates the options, wipes and recreates the work dir, and builds the
 // gRPC server.
 func New(opts Options) (*Server, error) {
-	opts.defaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	var first *loaded
 	switch {
 	case opts.Plugin != nil:

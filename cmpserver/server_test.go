@@ -357,7 +357,7 @@ spec:
       wait
 `
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions
+		o.Exec = DefaultExecOptions()
 		o.Exec.KillGrace = time.Second
 	})
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -396,7 +396,7 @@ func TestCommandTimeoutFlag(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: slow}\nspec:\n  generate: {command: [sleep, \"60\"]}\n"
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions
+		o.Exec = DefaultExecOptions()
 		o.Exec.Timeout = 500 * time.Millisecond
 	})
 	root := writeTree(t, map[string]string{"f": "x"})
@@ -455,7 +455,13 @@ spec:
 // repo-server's 20 s pings, grpc-go's default policy (MinTime 5 min) sends GOAWAY
 // too_many_pings on the third strike, at the ping of about 80 s (measured: 81 s),
 // so the default is 90 s: at 60 s both tests below would pass whatever the policy.
+//
+// Each takes 90 s: make unit runs with -short and skips them; make test runs
+// them (make unit-long) beside the end-to-end suite.
 func keepaliveSeconds(t *testing.T) int {
+	if testing.Short() {
+		t.Skip("90 s keepalive test: skipped with -short (make unit); make unit-long runs it")
+	}
 	seconds := 90
 	if v := os.Getenv("CMP_KEEPALIVE_TEST_SECONDS"); v != "" {
 		if _, err := fmt.Sscan(v, &seconds); err != nil {
@@ -470,8 +476,10 @@ func keepaliveSeconds(t *testing.T) int {
 func silentGenerate(t *testing.T, seconds int, minTime time.Duration) ([]string, error) {
 	plugin := fmt.Sprintf("kind: ConfigManagementPlugin\nmetadata: {name: silent}\nspec:\n  generate: {command: [sh, -c, 'sleep %d; echo \"{}\"']}\n", seconds)
 	ts := startServer(t, plugin, func(o *Options) {
-		o.KeepaliveMinTime = minTime
-		o.Exec = DefaultExecOptions
+		if minTime > 0 {
+			o.KeepaliveMinTime = minTime
+		}
+		o.Exec = DefaultExecOptions()
 		o.Exec.Timeout = time.Duration(seconds+30) * time.Second // longer than --exec-timeout's 90 s default
 	})
 	root := writeTree(t, map[string]string{"f": "x"})
@@ -483,7 +491,7 @@ func silentGenerate(t *testing.T, seconds int, minTime time.Duration) ([]string,
 func TestLongSilentGenerateSurvivesKeepalive(t *testing.T) {
 	t.Parallel()
 	seconds := keepaliveSeconds(t)
-	got, err := silentGenerate(t, seconds, 0) // the server default, 10 s
+	got, err := silentGenerate(t, seconds, 0) // 0: the server default, 10 s
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after %ds: %q, %v", seconds, got, err)
 	}
@@ -568,7 +576,7 @@ func TestOutputCaps(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: caps}\nspec:\n  generate: {command: [sh, -c, 'if [ -f loud ]; then yes; else head -c 5000 /dev/zero | tr \"\\\\0\" x >&2; exit 1; fi']}\n"
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions
+		o.Exec = DefaultExecOptions()
 		o.Exec.MaxStdoutBytes = 1000
 		o.Exec.MaxStderrBytes = 100
 	})

@@ -41,8 +41,31 @@ type Config struct {
 	// injector's own service account, which keeps pods current.
 	TrustedUsers []string
 	// MaxConnections caps the connections the webhook port holds at once; more
-	// wait in the listen backlog. Zero means DefaultMaxConnections.
+	// wait in the listen backlog. Validate makes zero DefaultMaxConnections.
 	MaxConnections int
+}
+
+// Validate rejects what cannot work, every problem in one error that names
+// the flags, and fills MaxConnections when it is zero. A zero --poll-interval
+// used to panic in time.NewTicker.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.CatalogFile == "" || c.CertFile == "" || c.KeyFile == "" {
+		errs = append(errs, errors.New("--catalog, --tls-cert-file and --tls-key-file are required"))
+	}
+	if c.Poll <= 0 {
+		errs = append(errs, fmt.Errorf("--poll-interval must be more than 0, got %s", c.Poll))
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay and --shutdown-timeout must not be negative, got %s and %s", c.ShutdownDelay, c.ShutdownTimeout))
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("--max-connections must be at least 1, got %d", c.MaxConnections))
+	}
+	return errors.Join(errs...)
 }
 
 // DefaultMaxConnections is far above what API servers open (a few each, over
@@ -213,7 +236,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Serve is Run on listeners the caller opened (tests use port 0).
 func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) error {
-	if err := s.LoadInitial(); err != nil {
+	err := s.cfg.Validate()
+	if err == nil {
+		err = s.LoadInitial()
+	}
+	if err != nil {
 		_ = webhookLn.Close()
 		_ = metricsLn.Close()
 		return err
@@ -229,13 +256,9 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns}
 	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
 
-	maxConns := s.cfg.MaxConnections
-	if maxConns <= 0 {
-		maxConns = DefaultMaxConnections
-	}
 	errc := make(chan error, 2)
 	go func() {
-		errc <- hs.Serve(tls.NewListener(netutil.LimitListener(webhookLn, maxConns), hs.TLSConfig))
+		errc <- hs.Serve(tls.NewListener(netutil.LimitListener(webhookLn, s.cfg.MaxConnections), hs.TLSConfig))
 	}()
 	go func() { errc <- ms.Serve(metricsLn) }()
 	s.log.Info("serving", zap.String("webhook", webhookLn.Addr().String()), zap.String("metrics", metricsLn.Addr().String()))

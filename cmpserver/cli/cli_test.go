@@ -427,3 +427,20 @@ func TestLogFlagsReachCommands(t *testing.T) {
 		t.Errorf("serve --loglevel Warning --logformat text:\n%s", got)
 	}
 }
+
+// Values that cannot work are usage errors naming the flag; 0 means none.
+func TestServeRejectsNegativeValues(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, echoPlugin)
+	out, err := exec.Command(binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir,
+		"--max-files=-1", "--stream-idle-timeout=-1s", "--max-msg-size-mb=0").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"--max-files must not be negative (0 means none), got -1", "--stream-idle-timeout must not be negative", "--max-msg-size-mb must be at least 1"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

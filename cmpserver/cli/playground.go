@@ -35,7 +35,6 @@ func Playground(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	noZeroLimits(&opts.Limits)
 	opts.ConfigPath, opts.RepoRoot, opts.AppDir = *config, root, a.appDir
 	opts.App, opts.Parameters = app, app.Parameters
 	opts.LogLevel, opts.LogFormat, opts.Logger = *level, *format, log

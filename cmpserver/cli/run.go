@@ -157,7 +157,7 @@ func Run(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	noZeroLimits(&req.Limits)
+	req.BaseEnv = os.Environ()
 	req.RepoRoot, req.AppRelPath, req.Env, req.Logger = root, appRel, env, log
 	req.LogLevel, req.LogFormat = *level, *format
 	once := func(ctx context.Context) error {

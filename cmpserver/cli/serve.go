@@ -23,7 +23,7 @@ import (
 
 // execFlags registers the command limits shared by serve and run.
 func execFlags(fs *flag.FlagSet, o *cmpserver.ExecOptions) {
-	*o = cmpserver.DefaultExecOptions
+	*o = cmpserver.DefaultExecOptions()
 	fs.DurationVar(&o.Timeout, "exec-timeout", o.Timeout, "maximum run time of one plugin command (0 = only the request deadline)")
 	fs.DurationVar(&o.KillGrace, "kill-grace", o.KillGrace, "time between SIGTERM and SIGKILL to a command's process group")
 	fs.DurationVar(&o.OutputGrace, "output-grace", o.OutputGrace, "once a command exits, how long a background child may keep its stdout or stderr open before it is killed and the output read so far is used")
@@ -34,24 +34,10 @@ func execFlags(fs *flag.FlagSet, o *cmpserver.ExecOptions) {
 
 // limitFlags registers the tarball limits shared by serve and run.
 func limitFlags(fs *flag.FlagSet, l *cmpserver.Limits) {
-	*l = cmpserver.DefaultLimits
+	*l = cmpserver.DefaultLimits()
 	fs.Int64Var(&l.MaxCompressedBytes, "max-compressed-bytes", l.MaxCompressedBytes, "maximum size of a received .tar.gz (0 = no limit)")
 	fs.Int64Var(&l.MaxExtractedBytes, "max-extracted-bytes", l.MaxExtractedBytes, "maximum total size of the files in a tarball (0 = no limit)")
 	fs.IntVar(&l.MaxFiles, "max-files", l.MaxFiles, "maximum number of entries in a tarball (0 = no limit)")
-}
-
-// noZeroLimits maps the flags' "0 = no limit" to negative values, because a
-// zero Limits value means "use the defaults" to the library.
-func noZeroLimits(l *cmpserver.Limits) {
-	if l.MaxCompressedBytes == 0 {
-		l.MaxCompressedBytes = -1
-	}
-	if l.MaxExtractedBytes == 0 {
-		l.MaxExtractedBytes = -1
-	}
-	if l.MaxFiles == 0 {
-		l.MaxFiles = -1
-	}
 }
 
 // logFlags registers --loglevel and --logformat with Argo CD's env defaults.
@@ -74,12 +60,12 @@ func serverDirFlags(fs *flag.FlagSet, configDir, socketDir *string) {
 // Serve runs the plugin server until SIGTERM or SIGINT.
 func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server serve", "[flags]   (also: cmp-server [flags])")
-	var opts cmpserver.Options
+	opts := cmpserver.DefaultOptions()
 	var configDir string
 	serverDirFlags(fs.FlagSet, &configDir, &opts.SocketDir)
 	workBase := fs.String("work-dir", envDefault(keys.EnvCMPWorkDir, os.TempDir()), "parent of the _cmp_server request dir, which is wiped at start (env "+keys.EnvCMPWorkDir+", else $TMPDIR)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
-	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", opts.ShutdownGrace, "how long in-flight requests may finish after SIGTERM")
 	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
 	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")
 	fs.IntVar(&opts.MaxConcurrentStreams, "max-concurrent-streams", cmpserver.DefaultMaxConcurrentStreams, "streaming requests handled at once; one more fails at once with ResourceExhausted (0 = no cap)")
@@ -105,23 +91,17 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 			log.Warn("--" + name + " is ignored: tracing is not implemented")
 		}
 	}
-	noZeroLimits(&opts.Limits)
 	// The library reads 0 as "default"; on the command line 0 means "off".
-	if opts.StreamIdleTimeout == 0 {
-		opts.StreamIdleTimeout = -1
-	}
-	if opts.MaxConcurrentStreams == 0 {
-		opts.MaxConcurrentStreams = -1
-	}
 	// The server loads the file and reloads it when it changes.
 	opts.ConfigPath = pluginconfig.ConfigPath(configDir)
-	if opts.ReloadInterval == 0 {
-		opts.ReloadInterval = -1
-	}
 	opts.WorkDir = filepath.Join(*workBase, "_cmp_server")
 	opts.MaxMsgSize = *maxMsgMB << 20
 	opts.Logger = log
+	opts.Env = os.Environ()
 	opts.LogLevel, opts.LogFormat = *level, *format
+	if err := opts.Validate(); err != nil {
+		return fs.Errorf("%v", err)
+	}
 	srv, err := cmpserver.New(opts)
 	if err != nil {
 		return fmt.Errorf("cannot start: %w", err)

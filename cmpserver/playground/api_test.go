@@ -343,7 +343,7 @@ func TestCancellation(t *testing.T) {
 }
 
 func TestHangingPlugin(t *testing.T) {
-	exec := cmpserver.DefaultExecOptions
+	exec := cmpserver.DefaultExecOptions()
 	exec.Timeout = time.Second
 	exec.KillGrace = time.Second
 	p := start(t, Options{ConfigPath: writePlugin(t, t.TempDir(), "echo about to hang >&2; sleep 60"), AppDir: appDir(t), Exec: exec})

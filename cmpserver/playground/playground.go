@@ -42,8 +42,11 @@ type Options struct {
 	App client.App
 	// Parameters are the Application parameters the page starts with.
 	Parameters []params.AppParameter
-	Exec       cmpserver.ExecOptions // cmpserver.DefaultExecOptions when zero
-	Limits     cmpserver.Limits      // cmpserver.DefaultLimits when zero
+	Exec       cmpserver.ExecOptions // cmpserver.DefaultExecOptions() when zero
+	Limits     cmpserver.Limits      // a zero field: no limit
+	// Env is the environment commands start from, as a sidecar's server
+	// passes its own; nil: this process's.
+	Env []string
 	// LogLevel and LogFormat are exported to the commands as a sidecar does.
 	LogLevel, LogFormat string
 	Logger              *zap.Logger
@@ -79,7 +82,10 @@ func New(opts Options) (*Server, error) {
 		opts.Logger = zap.NewNop()
 	}
 	if opts.Exec == (cmpserver.ExecOptions{}) {
-		opts.Exec = cmpserver.DefaultExecOptions
+		opts.Exec = cmpserver.DefaultExecOptions()
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 200 * time.Millisecond
@@ -158,7 +164,7 @@ func (s *Server) Watch(ctx context.Context) {
 func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(cmpserver.CommandReport)) cmpserver.LocalRequest {
 	return cmpserver.LocalRequest{
 		Plugin: p, RepoRoot: s.opts.RepoRoot, AppRelPath: s.appRelPath, Env: env,
-		Limits: s.opts.Limits, Exec: s.opts.Exec, Logger: s.log,
+		Limits: s.opts.Limits, Exec: s.opts.Exec, Logger: s.log, BaseEnv: s.opts.Env,
 		LogLevel: s.opts.LogLevel, LogFormat: s.opts.LogFormat, OnCommand: onCommand,
 	}
 }

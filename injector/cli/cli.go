@@ -69,12 +69,9 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.CatalogFile == "" || cfg.CertFile == "" || cfg.KeyFile == "" {
-		return fs.Errorf("--catalog, --tls-cert-file and --tls-key-file are required")
-	}
 	cfg.TrustedUsers = trusted
-	if cfg.MaxConnections < 1 {
-		return fs.Errorf("--max-connections must be at least 1, got %d", cfg.MaxConnections)
+	if err := cfg.Validate(); err != nil {
+		return fs.Errorf("%v", err)
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder

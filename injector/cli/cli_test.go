@@ -162,3 +162,22 @@ func TestServeFailsFast(t *testing.T) {
 		t.Logf("stderr:\n%s", stderr)
 	}
 }
+
+// Values that cannot work are usage errors naming the flag, not a panic.
+func TestServeRejectsBadValues(t *testing.T) {
+	base := []string{"--catalog", catalogFile, "--tls-cert-file", "c", "--tls-key-file", "k"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--poll-interval=0"}, "--poll-interval must be more than 0, got 0s"},
+		{[]string{"--poll-interval=-1s"}, "--poll-interval must be more than 0, got -1s"},
+		{[]string{"--max-connections=-1"}, "--max-connections must be at least 1, got -1"},
+		{[]string{"--shutdown-delay=-1s"}, "--shutdown-delay and --shutdown-timeout must not be negative"},
+	} {
+		code, stderr := runCode("serve", append(append([]string{}, base...), tc.args...), nil, io.Discard)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {
+			t.Errorf("%v: exit %d, stderr %q", tc.args, code, stderr)
+		}
+	}
+}
