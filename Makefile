@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit unit-long e2e e2e-node lint proto proto-check chart bench fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long e2e e2e-node lint proto proto-check chart bench bench-e2e fuzz demo clean static-check images
 
 all: build
 
@@ -108,6 +108,15 @@ test-no-node: tools lint proto-check static-check unit unit-long e2e
 ## bench: Go benchmarks of the handler and the stream receiver
 bench:
 	PATH="$(BIN):$$PATH" go test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./injector/... ./cmpserver/...
+
+## bench-e2e: the performance suite: our plugin server and Argo CD's argocd-cmp-server
+## driven by Argo CD's repo-server code (stock and tuned repo-server), and the
+## webhook against a no-op TLS floor, side by side with ratios (BENCH_ARGS to add
+## flags, e.g. BENCH_ARGS='--repeat 3'); nothing asserts a time
+BENCH_ARGS ?=
+bench-e2e: build
+	hack/tools.sh argocd cmpbench
+	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/bench $(BENCH_ARGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

@@ -9,7 +9,7 @@
 # Usage: hack/tools.sh [tool...]   (default: every tool)
 # Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
-#        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat
+#        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
@@ -140,6 +140,13 @@ build_repoclient_v2() {
 repoclient_version() {
   echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/repoclient/main.go" | cut -c1-12)"
 }
+# cmpbench: the benchmark suite's driver, Argo CD's repo-server code calling plugins.
+build_cmpbench() {
+  (cd "$ROOT/test/e2e/tools/argocd" && GOTOOLCHAIN=$ARGOCD_GO go build -trimpath -o "$1/cmpbench" ./cmpbench)
+}
+cmpbench_version() {
+  echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/cmpbench/main.go" | cut -c1-12)"
+}
 
 # apt_install CMD PACKAGE [FILE]: Debian packages for what the Go module proxy
 # does not serve.
@@ -193,6 +200,7 @@ one() {
   argocd-v2) cached argocd-v2 "$ARGOCD_V2_VERSION" build_argocd_v2 $ARGOCD_IMAGE_SCRIPTS ;;
   repoclient) cached repoclient "$(repoclient_version "$ARGOCD_VERSION")" build_repoclient ;;
   repoclient-v2) cached repoclient-v2 "$(repoclient_version "$ARGOCD_V2_VERSION")" build_repoclient_v2 ;;
+  cmpbench) cached cmpbench "$(cmpbench_version "$ARGOCD_VERSION")" build_cmpbench ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;

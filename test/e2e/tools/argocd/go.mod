@@ -13,6 +13,7 @@ go 1.27.0
 require (
 	github.com/argoproj/argo-cd/v3 v3.6.1
 	google.golang.org/grpc v1.84.0
+	k8s.io/apimachinery v0.37.0
 )
 
 require (
@@ -271,7 +272,6 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	k8s.io/api v0.37.0 // indirect
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
-	k8s.io/apimachinery v0.37.0 // indirect
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/cli-runtime v0.37.0 // indirect
 	k8s.io/client-go v0.37.0 // indirect

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// benchPlugin is the plugin both servers run: it prints one object, so the
+// figures are the servers' (receive, unpack, exec, respond), not a tool's.
+const benchPlugin = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: %s
+spec:
+  generate:
+    command: [sh, -c, 'printf "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"bench\"}}"']
+`
+
+// scenario is one repo-server configuration.
+type scenario struct {
+	name string
+	env  []string
+}
+
+func scenarios(o options) []scenario {
+	return []scenario{
+		{"stock", nil},
+		{"tuned", []string{"ARGOCD_CMP_CHUNK_SIZE=" + strconv.Itoa(o.chunk), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=" + o.exclude}},
+	}
+}
+
+// server is one plugin server under test.
+type server struct {
+	name  string
+	argv  []string
+	env   []string
+	isArg bool
+}
+
+func cmpServers(o options) []server {
+	var out []server
+	if o.argo != "" {
+		out = append(out, server{name: "argo", argv: []string{o.argo, "--config-dir-path", "CONFIG"},
+			env: []string{"ARGOCD_BINARY_NAME=argocd-cmp-server"}, isArg: true})
+	}
+	for _, b := range o.servers {
+		out = append(out, server{name: b.name, argv: []string{b.path, "serve", "--config-dir-path", "CONFIG"}})
+	}
+	return out
+}
+
+// result is one server × scenario × repository measurement.
+type result struct {
+	repo, server, scenario string
+	requests               int
+	medianMs, minMs        float64
+	totalMs                float64
+	cpuMsPerReq            float64
+	rssMiB                 float64
+}
+
+func runCMP(o options) error {
+	if !exists(o.cmpbench) {
+		return fmt.Errorf("%s is missing: run `hack/tools.sh cmpbench` (Argo CD's repo-server code as a driver)", o.cmpbench)
+	}
+	base, err := os.MkdirTemp(o.workRoot, "cmp-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(base)
+	type repo struct {
+		name, root string
+		apps       []string
+	}
+	var repos []repo
+	for _, n := range o.sizes {
+		root := filepath.Join(base, "repos", fmt.Sprintf("r%d", n))
+		mb, err := genRepo(root, n, 0)
+		if err != nil {
+			return err
+		}
+		repos = append(repos, repo{fmt.Sprintf("%d files / %.0f MB", n, mb), root, []string{"."}})
+	}
+	if o.monorepo {
+		root := filepath.Join(base, "repos", "mono")
+		mb, err := genRepo(root, 1000, 20)
+		if err != nil {
+			return err
+		}
+		var apps []string
+		for i := range 20 {
+			apps = append(apps, fmt.Sprintf("apps/app-%02d", i))
+		}
+		repos = append(repos, repo{fmt.Sprintf("monorepo 20 apps, 1000 files / %.0f MB", mb), root, apps})
+	}
+	fmt.Printf("\n== plugin servers through Argo CD's repo-server code (GenerateManifests), %d runs after a warm-up; tuned: ARGOCD_CMP_CHUNK_SIZE=%d ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=%q\n",
+		o.runs, o.chunk, o.exclude)
+	if o.argo == "" {
+		fmt.Println("   (Argo CD's argocd-cmp-server is not cached: run hack/tools.sh argocd to compare with it)")
+	}
+	for _, r := range repos {
+		var results []result
+		for _, sc := range scenarios(o) {
+			for _, s := range cmpServers(o) {
+				res, err := measureCMP(o, base, s, sc, r.root, r.apps)
+				if err != nil {
+					return fmt.Errorf("%s %s %s: %w", r.name, s.name, sc.name, err)
+				}
+				res.repo = r.name
+				results = append(results, res)
+			}
+		}
+		printCMP(r.name, len(r.apps) > 1, results)
+	}
+	return nil
+}
+
+func printCMP(repo string, mono bool, rs []result) {
+	var anchor *result
+	for i := range rs {
+		if rs[i].server == "argo" && rs[i].scenario == "stock" {
+			anchor = &rs[i]
+		}
+	}
+	fmt.Printf("\n%s\n", repo)
+	timeCol := "median ms"
+	if mono {
+		timeCol = "total ms (20 apps)"
+	}
+	fmt.Printf("  %-8s %-6s %18s %9s %8s %14s %8s %8s %8s\n", "server", "repo-s", timeCol, "min ms", "× argo", "CPU ms/req", "× argo", "RSS MiB", "× argo")
+	for _, r := range rs {
+		t := r.medianMs
+		if mono {
+			t = r.totalMs
+		}
+		rt, rc, rr := "-", "-", "-"
+		if anchor != nil {
+			at := anchor.medianMs
+			if mono {
+				at = anchor.totalMs
+			}
+			rt = fmt.Sprintf("%.2f", t/at)
+			if anchor.cpuMsPerReq > 0 {
+				rc = fmt.Sprintf("%.2f", r.cpuMsPerReq/anchor.cpuMsPerReq)
+			}
+			rr = fmt.Sprintf("%.2f", r.rssMiB/anchor.rssMiB)
+		}
+		fmt.Printf("  %-8s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s\n", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+	}
+}
+
+// measureCMP starts a fresh server (so its peak RSS is this scenario's), sends
+// one warm-up request, then o.runs rounds of requests for apps, and reads the
+// server's CPU time (its own and its waited-for children's, the plugin
+// commands) around the measured rounds.
+func measureCMP(o options, base string, s server, sc scenario, repoRoot string, apps []string) (result, error) {
+	dir, err := os.MkdirTemp(base, s.name+"-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	config, sockets, work := filepath.Join(dir, "config"), filepath.Join(dir, "sock"), filepath.Join(dir, "work")
+	for _, d := range []string{config, sockets, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return result{}, err
+		}
+	}
+	plugin := "bench-" + s.name
+	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, plugin)), 0o644); err != nil {
+		return result{}, err
+	}
+	argv := make([]string, len(s.argv))
+	for i, a := range s.argv {
+		argv[i] = strings.ReplaceAll(a, "CONFIG", config)
+	}
+	argv = pinned(1, argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append(os.Environ(), s.env...), "ARGOCD_PLUGINSOCKFILEPATH="+sockets, "ARGOCD_CMP_WORKDIR="+work)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	sock := filepath.Join(sockets, plugin+".sock")
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(sock) {
+		if time.Now().After(deadline) {
+			return result{}, fmt.Errorf("no socket after 30s:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	drive := func(runs int) ([]float64, error) {
+		dargv := pinned(0, o.cmpbench, "--sock-dir", sockets, "--plugin", plugin, "--repo", repoRoot,
+			"--app", strings.Join(apps, ","), "--runs", strconv.Itoa(runs))
+		c := exec.Command(dargv[0], dargv[1:]...)
+		c.Env = append(os.Environ(), sc.env...)
+		var out, errb bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errb
+		if err := c.Run(); err != nil {
+			return nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(logs.String(), 2000))
+		}
+		var ms []float64
+		sc := bufio.NewScanner(&out)
+		for sc.Scan() {
+			var r struct{ Ms float64 }
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return nil, err
+			}
+			ms = append(ms, r.Ms)
+		}
+		return ms, nil
+	}
+	if _, err := drive(1); err != nil {
+		return result{}, err
+	}
+	before, err := cpuMs(cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
+	ms, err := drive(o.runs)
+	if err != nil {
+		return result{}, err
+	}
+	after, err := cpuMs(cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{server: s.name, scenario: sc.name, requests: len(ms)}
+	// Per round: the sum over the apps of one round (one app: one request).
+	var rounds []float64
+	for i := 0; i+len(apps) <= len(ms); i += len(apps) {
+		var sum float64
+		for _, m := range ms[i : i+len(apps)] {
+			sum += m
+		}
+		rounds = append(rounds, sum)
+	}
+	sort.Float64s(rounds)
+	res.medianMs = rounds[len(rounds)/2]
+	res.minMs = rounds[0]
+	res.totalMs = res.medianMs
+	if len(apps) == 1 {
+		sorted := append([]float64(nil), ms...)
+		sort.Float64s(sorted)
+		res.medianMs, res.minMs = sorted[len(sorted)/2], sorted[0]
+	}
+	res.cpuMsPerReq = (after - before) / float64(len(ms))
+	if len(apps) > 1 {
+		// The monorepo's figure is the whole fan-out's CPU per round.
+		res.cpuMsPerReq = (after - before) / float64(len(rounds))
+	}
+	res.rssMiB = vmHWM(cmd.Process.Pid)
+	return res, nil
+}
+
+// cpuMs is the process's user+system CPU time and its waited-for children's, in ms.
+func cpuMs(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ticks float64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
+		v, err := strconv.ParseFloat(fields[i], 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += v
+	}
+	return ticks * 1000 / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+func vmHWM(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// genRepo writes files text files of 10 kB (random words and numbers, so gzip
+// works as on real YAML) in 50 directories, or under apps/app-NN when apps > 0,
+// and commits them to git with the objects packed, as a repo-server's clone
+// holds them. It returns the size of the files in MB.
+func genRepo(root string, files, apps int) (float64, error) {
+	rng := rand.New(rand.NewPCG(uint64(files), uint64(apps)))
+	words := strings.Fields("apiVersion kind metadata name namespace spec replicas image tag values chart labels app selector template containers ports env")
+	const size = 10_000
+	var buf bytes.Buffer
+	for i := 0; i < files; i++ {
+		d := filepath.Join(root, "d"+strconv.Itoa(i%50))
+		if apps > 0 {
+			d = filepath.Join(root, "apps", fmt.Sprintf("app-%02d", i%apps), "d"+strconv.Itoa(i%5))
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return 0, err
+		}
+		buf.Reset()
+		for buf.Len() < size {
+			buf.WriteString(words[rng.IntN(len(words))])
+			buf.WriteString(": ")
+			buf.WriteString(strconv.FormatUint(rng.Uint64(), 36))
+			buf.WriteByte('\n')
+		}
+		if err := os.WriteFile(filepath.Join(d, "f"+strconv.Itoa(i)+".yaml"), buf.Bytes()[:size], 0o644); err != nil {
+			return 0, err
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "bench"}, {"repack", "-adq"}, {"prune-packed"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com",
+			"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return float64(files*size) / 1e6, nil
+}

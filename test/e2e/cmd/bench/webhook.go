@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// loadResult is what one `bench load` child reports.
+type loadResult struct {
+	Requests int     `json:"requests"`
+	PerSec   float64 `json:"perSec"`
+	P50us    float64 `json:"p50us"`
+	P99us    float64 `json:"p99us"`
+	Proto    string  `json:"proto"`
+	Failures int     `json:"failures"`
+}
+
+func runWebhook(o options) error {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "webhook-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if out, err := exec.Command(o.injectors[0].path, "certs", "--service", "bench", "--namespace", "default", "--out-dir", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("certs: %v\n%s", err, out)
+	}
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	catalog := filepath.Join(root, "deploy", "plugins", "catalog.yaml")
+	small, err := writeReview(dir, "pod.json", benchPod(1))
+	if err != nil {
+		return err
+	}
+	large, err := writeReview(dir, "pod50.json", benchPod(50))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	type target struct {
+		name string
+		argv []string
+	}
+	targets := []target{{"floor", []string{self, "floor", "--cert", cert, "--key", key}}}
+	for _, b := range o.injectors {
+		targets = append(targets, target{b.name, []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}})
+	}
+	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per concurrency\n", o.webhookFor)
+	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
+	results := map[string]map[string]loadResult{}
+	for _, t := range targets {
+		port, err := harness.FreePort()
+		if err != nil {
+			return err
+		}
+		mport, err := harness.FreePort()
+		if err != nil {
+			return err
+		}
+		argv := append(append([]string(nil), t.argv...), "--listen", "127.0.0.1:"+strconv.Itoa(port))
+		if t.name != "floor" {
+			argv = append(argv, "--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport))
+		}
+		argv = pinned(1, argv...)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = io.Discard, &logs
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d", port)
+		if err := waitReady(url + "/readyz"); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return fmt.Errorf("%s: %v\n%s", t.name, err, tail(logs.String(), 2000))
+		}
+		results[t.name] = map[string]loadResult{}
+		for _, c := range o.concurrency {
+			r, err := load(self, url+"/mutate", small, c, o.webhookFor)
+			if err != nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				return fmt.Errorf("%s c=%d: %v", t.name, c, err)
+			}
+			results[t.name]["c"+strconv.Itoa(c)] = r
+		}
+		r, err := load(self, url+"/mutate", large, 1, o.webhookFor)
+		if err == nil {
+			results[t.name]["pod50"] = r
+		}
+		results[t.name]["rss"] = loadResult{PerSec: vmHWM(cmd.Process.Pid)}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if err != nil {
+			return fmt.Errorf("%s 50-container pod: %v", t.name, err)
+		}
+	}
+	floor := results["floor"]
+	fmt.Printf("  %-8s %-10s %6s %10s %8s %9s %9s %8s %8s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails")
+	keysOrder := []string{}
+	for _, c := range o.concurrency {
+		keysOrder = append(keysOrder, "c"+strconv.Itoa(c))
+	}
+	keysOrder = append(keysOrder, "pod50")
+	for _, t := range targets {
+		for _, k := range keysOrder {
+			r, f := results[t.name][k], floor[k]
+			label := k
+			if k == "pod50" {
+				label = "50-ctr c1"
+			}
+			fmt.Printf("  %-8s %-10s %6s %10.0f %8.2f %9.0f %9.0f %8.2f %8d\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures)
+		}
+		fmt.Printf("  %-8s peak RSS %.0f MiB\n", t.name, results[t.name]["rss"].PerSec)
+	}
+	return nil
+}
+
+func waitReady(url string) error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after 30s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func load(self, url, body string, c int, d time.Duration) (loadResult, error) {
+	argv := pinned(0, self, "load", "--url", url, "--body", body, "--c", strconv.Itoa(c), "--for", d.String())
+	out, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		var stderr string
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = string(ee.Stderr)
+		}
+		return loadResult{}, fmt.Errorf("%v %s", err, stderr)
+	}
+	var r loadResult
+	err = json.Unmarshal(out, &r)
+	return r, err
+}
+
+// loadMain posts the review in --body to --url from --c goroutines for --for
+// and prints a loadResult. The transport negotiates HTTP/2 when the server
+// offers it, as kube-apiserver's webhook client does.
+func loadMain(args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	url := fs.String("url", "", "")
+	bodyFile := fs.String("body", "", "")
+	c := fs.Int("c", 1, "")
+	d := fs.Duration("for", 3*time.Second, "")
+	_ = fs.Parse(args)
+	body, err := os.ReadFile(*bodyFile)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true},
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 1024,
+	}}
+	// Warm-up: connections and the server's first allocations.
+	warm := time.Now().Add(*d / 5)
+	var proto string
+	for time.Now().Before(warm) {
+		resp, err := client.Post(*url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		proto = resp.Proto
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	lat := make([][]time.Duration, *c)
+	fails := make([]int, *c)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(*d)
+	for i := range *c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				resp, err := client.Post(*url, "application/json", bytes.NewReader(body))
+				if err != nil {
+					fails[i]++
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"allowed":true`)) {
+					fails[i]++
+					continue
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all []time.Duration
+	r := loadResult{Proto: proto}
+	for i := range lat {
+		all = append(all, lat[i]...)
+		r.Failures += fails[i]
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("no successful review (%d failures)", r.Failures)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	q := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))].Nanoseconds()) / 1e3 }
+	r.Requests, r.PerSec, r.P50us, r.P99us = len(all), float64(len(all))/elapsed.Seconds(), q(0.5), q(0.99)
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// floorMain is the no-op webhook: TLS with Go's defaults (HTTP/2 and
+// HTTP/1.1), the body read and the uid decoded, an allowed response.
+func floorMain(args []string) error {
+	fs := flag.NewFlagSet("floor", flag.ExitOnError)
+	listen := fs.String("listen", "127.0.0.1:8443", "")
+	cert := fs.String("cert", "", "")
+	key := fs.String("key", "", "")
+	_ = fs.Parse(args)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/mutate", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		var in struct {
+			Request struct {
+				UID string `json:"uid"`
+			} `json:"request"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, in.Request.UID)
+	})
+	return (&http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}).ListenAndServeTLS(*cert, *key)
+}
+
+func writeReview(dir, name string, pod *corev1.Pod) (string, error) {
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		return "", err
+	}
+	r := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{
+		UID:       types.UID("0d5bd1a6-7f0e-4c4e-9d3b-2b7cbf4c1e11"),
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: "argocd",
+		Operation: admissionv1.Create,
+		UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:replicaset-controller",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}},
+		Object: runtime.RawExtension{Raw: raw},
+	}}
+	r.SetGroupVersionKind(admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"))
+	b, err := json.Marshal(&r)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, name)
+	return p, os.WriteFile(p, b, 0o644)
+}
+
+// benchPod is a repo-server pod shaped like Argo CD's install (its volumes,
+// mounts, env, probes and copyutil init container) asking for the helm plugin,
+// with n containers in all: the others are copies of the repo-server container.
+func benchPod(n int) *corev1.Pod {
+	yes, no, uid := true, false, int64(999)
+	mounts := []corev1.VolumeMount{}
+	var vols []corev1.Volume
+	for _, v := range []string{"ssh-known-hosts", "tls-certs", "gpg-keys", "gpg-keyring", "tmp", "helm-working-dir", "plugins", "var-files"} {
+		mounts = append(mounts, corev1.VolumeMount{Name: v, MountPath: "/app/config/" + v})
+		vols = append(vols, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	var env []corev1.EnvVar
+	for i := range 12 {
+		env = append(env, corev1.EnvVar{Name: "ARGOCD_REPO_SERVER_SETTING_" + strconv.Itoa(i), ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "argocd-cmd-params-cm"}, Key: "reposerver.setting." + strconv.Itoa(i), Optional: &yes}}})
+	}
+	ctr := func(name string) corev1.Container {
+		return corev1.Container{
+			Name: name, Image: "quay.io/argoproj/argocd:v3.6.1", Args: []string{"/usr/local/bin/argocd-repo-server"},
+			Ports: []corev1.ContainerPort{{ContainerPort: 8081}, {ContainerPort: 8084}},
+			Env:   env, VolumeMounts: mounts,
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz?full=true"}}, PeriodSeconds: 30},
+			LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz"}}, PeriodSeconds: 30},
+			Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
+			SecurityContext: &corev1.SecurityContext{RunAsNonRoot: &yes, ReadOnlyRootFilesystem: &yes, AllowPrivilegeEscalation: &no,
+				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		}
+	}
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "argocd-repo-server-7d9c5b8f6-", Namespace: "argocd",
+			Labels:      map[string]string{"app.kubernetes.io/name": "argocd-repo-server", "app.kubernetes.io/part-of": "argocd", keys.InjectLabel: keys.EnabledValue},
+			Annotations: map[string]string{keys.PluginsAnnotation: "helm"}},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "argocd-repo-server", AutomountServiceAccountToken: &no,
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: &uid},
+			InitContainers: []corev1.Container{{Name: "copyutil", Image: "quay.io/argoproj/argocd:v3.6.1",
+				Command:      []string{"sh", "-c", "/bin/cp /usr/local/bin/argocd /var/run/argocd/argocd && /bin/ln -sf /var/run/argocd/argocd /var/run/argocd/argocd-cmp-server"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "var-files", MountPath: "/var/run/argocd"}}}},
+			Volumes: vols,
+		},
+	}
+	pod.Spec.Containers = append(pod.Spec.Containers, ctr("argocd-repo-server"))
+	for i := 1; i < n; i++ {
+		pod.Spec.Containers = append(pod.Spec.Containers, ctr(fmt.Sprintf("worker-%02d", i)))
+	}
+	return pod
+}
