@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -187,19 +186,6 @@ func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 		}
 	}
 	return params.Merge(dynamic, ps.Static), nil
-}
-
-// toProto converts announcements to the wire type.
-func toProto(as []params.Announcement) []*pluginpb.ParameterAnnouncement {
-	out := make([]*pluginpb.ParameterAnnouncement, len(as))
-	for i, a := range as {
-		out[i] = &pluginpb.ParameterAnnouncement{
-			Name: a.Name, Title: a.Title, Tooltip: a.Tooltip, Required: a.Required,
-			ItemType: a.ItemType, CollectionType: a.CollectionType,
-			String_: a.String, Array: a.Array, Map: a.Map,
-		}
-	}
-	return out
 }
 
 // newRequestID labels one request in the logs.

@@ -72,7 +72,7 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 		if err != nil {
 			return fmt.Errorf("get parameters announcement error: %w", err)
 		}
-		resp.ParameterAnnouncements = toProto(as)
+		resp.ParameterAnnouncements = pluginpb.FromAnnouncements(as)
 		return nil
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -42,14 +43,14 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.repoRoot, "repo-root", "", "root of the repository to send (default: --app-dir)")
 	fs.StringVar(&a.paramsFile, "parameters", "", "YAML or JSON list of spec.source.plugin.parameters ({name, string|array|map})")
 	fs.Var(&a.env, "env", "NAME=VALUE of spec.source.plugin.env, sent as ARGOCD_ENV_NAME (repeatable)")
-	fs.StringVar(&a.app.Name, "app-name", "", "ARGOCD_APP_NAME (default: base name of --app-dir)")
-	fs.StringVar(&a.app.Namespace, "app-namespace", "default", "ARGOCD_APP_NAMESPACE, the destination namespace")
-	fs.StringVar(&a.app.Project, "project", "default", "ARGOCD_APP_PROJECT_NAME")
-	fs.StringVar(&a.app.Revision, "revision", "0000000000000000000000000000000000000000", "ARGOCD_APP_REVISION")
-	fs.StringVar(&a.app.RepoURL, "repo-url", "", "ARGOCD_APP_SOURCE_REPO_URL")
-	fs.StringVar(&a.app.TargetRevision, "target-revision", "HEAD", "ARGOCD_APP_SOURCE_TARGET_REVISION")
-	fs.StringVar(&a.app.KubeVersion, "kube-version", "", "KUBE_VERSION, e.g. 1.34.0")
-	fs.StringVar(&a.apiVersions, "kube-api-versions", "", "KUBE_API_VERSIONS, comma separated")
+	fs.StringVar(&a.app.Name, "app-name", "", keys.EnvAppName+" (default: base name of --app-dir)")
+	fs.StringVar(&a.app.Namespace, "app-namespace", "default", keys.EnvAppNamespace+", the destination namespace")
+	fs.StringVar(&a.app.Project, "project", "default", keys.EnvAppProjectName)
+	fs.StringVar(&a.app.Revision, "revision", "0000000000000000000000000000000000000000", keys.EnvAppRevision)
+	fs.StringVar(&a.app.RepoURL, "repo-url", "", keys.EnvAppSourceRepoURL)
+	fs.StringVar(&a.app.TargetRevision, "target-revision", "HEAD", keys.EnvAppSourceTargetRevision)
+	fs.StringVar(&a.app.KubeVersion, "kube-version", "", keys.EnvKubeVersion+", e.g. 1.34.0")
+	fs.StringVar(&a.apiVersions, "kube-api-versions", "", keys.EnvKubeAPIVersions+", comma separated")
 	fs.BoolVar(&a.noPlugin, "no-plugin-source", false, "omit ARGOCD_APP_PARAMETERS, as for an Application without spec.source.plugin")
 }
 

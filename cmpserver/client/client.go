@@ -120,15 +120,7 @@ func (c *Client) Parameters(ctx context.Context, req Request) ([]params.Announce
 	if err != nil {
 		return nil, err
 	}
-	out := make([]params.Announcement, 0, len(resp.GetParameterAnnouncements()))
-	for _, a := range resp.GetParameterAnnouncements() {
-		out = append(out, params.Announcement{
-			Name: a.GetName(), Title: a.GetTitle(), Tooltip: a.GetTooltip(), Required: a.GetRequired(),
-			ItemType: a.GetItemType(), CollectionType: a.GetCollectionType(),
-			String: a.GetString_(), Array: a.GetArray(), Map: a.GetMap(),
-		})
-	}
-	return out, nil
+	return pluginpb.ToAnnouncements(resp.GetParameterAnnouncements()), nil
 }
 
 // Generate streams the repository to GenerateManifest and returns one JSON

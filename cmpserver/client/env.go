@@ -34,17 +34,17 @@ type App struct {
 func (a App) Environ() ([]string, error) {
 	short := func(n int) string { return a.Revision[:min(n, len(a.Revision))] }
 	build := []string{
-		"ARGOCD_APP_NAME=" + a.Name,
-		"ARGOCD_APP_NAMESPACE=" + a.Namespace,
-		"ARGOCD_APP_PROJECT_NAME=" + a.Project,
-		"ARGOCD_APP_REVISION=" + a.Revision,
-		"ARGOCD_APP_REVISION_SHORT=" + short(7),
-		"ARGOCD_APP_REVISION_SHORT_8=" + short(8),
-		"ARGOCD_APP_SOURCE_REPO_URL=" + a.RepoURL,
-		"ARGOCD_APP_SOURCE_PATH=" + a.SourcePath,
-		"ARGOCD_APP_SOURCE_TARGET_REVISION=" + a.TargetRevision,
-		"KUBE_VERSION=" + strings.TrimPrefix(a.KubeVersion, "v"),
-		"KUBE_API_VERSIONS=" + strings.Join(a.KubeAPIVersions, ","),
+		keys.EnvAppName + "=" + a.Name,
+		keys.EnvAppNamespace + "=" + a.Namespace,
+		keys.EnvAppProjectName + "=" + a.Project,
+		keys.EnvAppRevision + "=" + a.Revision,
+		keys.EnvAppRevisionShort + "=" + short(7),
+		keys.EnvAppRevisionShort8 + "=" + short(8),
+		keys.EnvAppSourceRepoURL + "=" + a.RepoURL,
+		keys.EnvAppSourcePath + "=" + a.SourcePath,
+		keys.EnvAppSourceTargetRevision + "=" + a.TargetRevision,
+		keys.EnvKubeVersion + "=" + strings.TrimPrefix(a.KubeVersion, "v"),
+		keys.EnvKubeAPIVersions + "=" + strings.Join(a.KubeAPIVersions, ","),
 	}
 	lookup := map[string]string{}
 	for _, kv := range build {
@@ -89,9 +89,9 @@ func (a App) ParametersEnviron() ([]string, error) {
 		return nil, err
 	}
 	dropped := map[string]bool{
-		"ARGOCD_APP_NAMESPACE": true, "ARGOCD_APP_PROJECT_NAME": true, "ARGOCD_APP_REVISION": true,
-		"ARGOCD_APP_REVISION_SHORT": true, "ARGOCD_APP_REVISION_SHORT_8": true,
-		"KUBE_VERSION": true, "KUBE_API_VERSIONS": true,
+		keys.EnvAppNamespace: true, keys.EnvAppProjectName: true, keys.EnvAppRevision: true,
+		keys.EnvAppRevisionShort: true, keys.EnvAppRevisionShort8: true,
+		keys.EnvKubeVersion: true, keys.EnvKubeAPIVersions: true,
 	}
 	out := env[:0]
 	for _, kv := range env {

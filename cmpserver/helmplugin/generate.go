@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 // Request is one plugin command invocation with its inputs made explicit.
@@ -35,7 +37,7 @@ func (r *Request) boundary() (*boundary, error) {
 		root = r.Env[EnvRepoRoot]
 	}
 	if root == "" {
-		root = rootFromSourcePath(r.AppDir, r.Env[envSourcePath])
+		root = rootFromSourcePath(r.AppDir, r.Env[keys.EnvAppSourcePath])
 	}
 	return newBoundary(r.AppDir, root)
 }

@@ -36,11 +36,6 @@ const (
 
 // Environment variables of the build env the plugin reads.
 const (
-	envAppName         = "ARGOCD_APP_NAME"
-	envAppNamespace    = "ARGOCD_APP_NAMESPACE"
-	envKubeVersion     = "KUBE_VERSION"
-	envKubeAPIVersions = "KUBE_API_VERSIONS"
-	envSourcePath      = "ARGOCD_APP_SOURCE_PATH"
 	// EnvRepoRoot, when set, is the root of the extracted repository: values and
 	// set-file paths must stay inside it. Without it the app dir is the boundary.
 	EnvRepoRoot = "CMP_REPO_ROOT"
@@ -107,10 +102,10 @@ func parseOptions(env map[string]string, warn io.Writer) (*Options, error) {
 		return nil, fmt.Errorf("%s: %w", keys.EnvAppParameters, err)
 	}
 	o := &Options{
-		ReleaseName: releaseNameFromApp(env[envAppName]),
-		Namespace:   env[envAppNamespace],
-		KubeVersion: env[envKubeVersion],
-		APIVersions: splitList(env[envKubeAPIVersions]),
+		ReleaseName: releaseNameFromApp(env[keys.EnvAppName]),
+		Namespace:   env[keys.EnvAppNamespace],
+		KubeVersion: env[keys.EnvKubeVersion],
+		APIVersions: splitList(env[keys.EnvKubeAPIVersions]),
 		IncludeCRDs: true,
 	}
 	includeCRDsSet := false

@@ -47,6 +47,22 @@ const (
 	EnvAppParameters      = "ARGOCD_APP_PARAMETERS"
 )
 
+// The build env the repo-server sends with every request (Argo CD's
+// GetManifests), which plugin commands read.
+const (
+	EnvAppName                 = "ARGOCD_APP_NAME"
+	EnvAppNamespace            = "ARGOCD_APP_NAMESPACE"
+	EnvAppProjectName          = "ARGOCD_APP_PROJECT_NAME"
+	EnvAppRevision             = "ARGOCD_APP_REVISION"
+	EnvAppRevisionShort        = "ARGOCD_APP_REVISION_SHORT"
+	EnvAppRevisionShort8       = "ARGOCD_APP_REVISION_SHORT_8"
+	EnvAppSourceRepoURL        = "ARGOCD_APP_SOURCE_REPO_URL"
+	EnvAppSourcePath           = "ARGOCD_APP_SOURCE_PATH"
+	EnvAppSourceTargetRevision = "ARGOCD_APP_SOURCE_TARGET_REVISION"
+	EnvKubeVersion             = "KUBE_VERSION"
+	EnvKubeAPIVersions         = "KUBE_API_VERSIONS"
+)
+
 // Keys owned by the injector's per-pod overrides and projections.
 const (
 	// ImageAnnotationPrefix + <plugin> overrides a plugin's image; the value must
