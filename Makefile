@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit unit-long e2e e2e-node lint proto proto-check chart bench bench-e2e fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-node lint proto proto-check chart bench bench-e2e fuzz demo clean static-check images
 
 all: build
 
@@ -76,6 +76,14 @@ unit:
 unit-long:
 	PATH="$(BIN):$$PATH" go test -count=1 -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
 
+## browser: the playground page (cmpserver/playground) in a real headless chromium,
+## Debian's, driven by chromedp; screenshots are kept in bin/test-artifacts
+browser:
+	hack/tools.sh chromium helm
+	mkdir -p $(BIN)/test-artifacts
+	PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -tags browser -run '^TestBrowser' -v \
+	  -artifacts -outputdir $(BIN)/test-artifacts ./cmpserver/playground/
+
 ## e2e: real etcd + kube-apiserver + kube-controller-manager, helm, the injector,
 ## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
 ## Kubernetes version (E2E_APISERVERS lists their bin/ names)
@@ -103,7 +111,7 @@ e2e-node:
 test: test-no-node e2e-node
 
 ## test-no-node: everything `make test` runs except the real node (no root needed)
-test-no-node: tools lint proto-check static-check unit unit-long e2e
+test-no-node: tools lint proto-check static-check unit unit-long browser e2e
 
 ## bench: Go benchmarks of the handler and the stream receiver
 bench:

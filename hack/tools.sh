@@ -178,6 +178,8 @@ one() {
   helm) cached helm "$HELM_VERSION" build_helm ;;
   protoc) apt_install protoc protobuf-compiler /usr/include/google/protobuf/empty.proto ;;
   redis-server) apt_install redis-server redis-server ;;
+  # The playground's browser test drives it headless (make browser).
+  chromium) apt_install chromium chromium ;;
   protoc-gen-go) cached protoc-gen-go "$PROTOC_GEN_GO_VERSION" build_protoc_gen_go ;;
   protoc-gen-go-grpc) cached protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" build_protoc_gen_go_grpc ;;
   etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
@@ -213,6 +215,6 @@ one() {
 if [ $# = 0 ]; then
   set -- helm kustomize actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
-    argocd repoclient argocd-v2 repoclient-v2 redis-server
+    argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi
 for t in "$@"; do one "$t"; done

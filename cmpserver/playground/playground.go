@@ -30,6 +30,9 @@ import (
 // DefaultListen is where the playground listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7777"
 
+// DefaultPollInterval is how often the app dir and plugin.yaml are checked.
+const DefaultPollInterval = 200 * time.Millisecond
+
 // Options configure a playground.
 type Options struct {
 	// ConfigPath is the plugin.yaml, re-read whenever it changes.
@@ -51,7 +54,7 @@ type Options struct {
 	LogLevel, LogFormat string
 	Logger              *zap.Logger
 	// PollInterval is how often the app dir and plugin.yaml are checked for
-	// changes (default 200ms).
+	// changes (default DefaultPollInterval).
 	PollInterval time.Duration
 	// MaxShownBytes bounds the YAML of the manifests one generate answer
 	// carries (default 4 MiB); the rest is counted, not sent.
@@ -88,7 +91,7 @@ func New(opts Options) (*Server, error) {
 		opts.Env = os.Environ()
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = 200 * time.Millisecond
+		opts.PollInterval = DefaultPollInterval
 	}
 	if opts.MaxShownBytes <= 0 {
 		opts.MaxShownBytes = 4 << 20

@@ -157,7 +157,7 @@
       el('span', {class: 'title', text: title}),
       ann && ann.required ? el('span', {class: 'req', title: 'required', 'aria-label': 'required', text: '*'}) : null,
       title !== name ? el('code', {class: 'pname', text: name}) : null,
-      el('span', {class: 'badge', text: collection + (itemType !== 'string' ? ' of ' + itemType : '')}),
+      el('span', {class: 'badge', text: collection === 'string' ? itemType : collection + (itemType !== 'string' ? ' of ' + itemType : '')}),
       ann ? el('span', {class: 'badge', title: 'announced by the ' + ann.source + ' announcement', text: ann.source}) :
         el('span', {class: 'badge app', text: 'not announced'}),
       ov ? el('span', {class: 'badge override', text: 'set by the Application'}) : null,
@@ -237,6 +237,7 @@
     const frag = document.createDocumentFragment();
     const names = paramNames();
     for (const n of names) frag.append(renderParam(n));
+    if (names.length === 0) frag.append(el('p', {class: 'empty', text: 'The plugin announces no parameters, and the Application sets none.'}));
     list.replaceChildren(frag);
     $('#param-count').textContent = `(${names.length})`;
     applyFilter();
@@ -377,7 +378,7 @@
     const box = $('#discovery');
     const verdict = res.error ? el('span', {class: 'verdict err', text: 'Error'}) :
       res.matched ? el('span', {class: 'verdict yes', text: 'Matches'}) :
-        el('span', {class: 'verdict no', text: res.configured ? 'Does not match' : 'No discovery'});
+        el('span', {class: res.configured ? 'verdict no' : 'verdict', text: res.configured ? 'Does not match' : 'No discovery'});
     const parts = [el('div', {}, verdict, ' · ', res.explanation || '')];
     if (res.rule) parts.push(el('div', {class: 'small'}, 'Decided by ', el('code', {text: res.rule}), ': ', el('code', {text: res.value})));
     if (res.ignored && res.ignored.length) parts.push(el('div', {class: 'small warn', text: `Also set but never evaluated (Argo CD stops at the first rule): ${res.ignored.join(', ')}`}));
@@ -457,10 +458,13 @@
     return () => { env(); if ($('#live').checked) rerun(); };
   })();
 
+  // Generate does not wait for the announcement: it runs on the Application's
+  // parameters, which a new announcement does not change.
   function runAll() {
     refreshEnviron();
     discover();
-    announce().then(() => generate());
+    announce();
+    generate();
   }
 
   // ---- state, build env, events ------------------------------------------------
@@ -545,11 +549,11 @@
 
   function wireKeys() {
     document.addEventListener('keydown', e => {
-      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); announce().then(generate); return; }
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); announce(); generate(); return; }
       const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
       if (e.key === '/' && !typing) { e.preventDefault(); $('#filter').focus(); }
     });
-    $('#generate').addEventListener('click', () => { refreshEnviron(); announce().then(generate); });
+    $('#generate').addEventListener('click', () => { refreshEnviron(); announce(); generate(); });
     $('#filter').addEventListener('input', debounce(applyFilter, 80));
   }
 
