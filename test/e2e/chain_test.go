@@ -95,17 +95,7 @@ func TestRealChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer redis.Stop()
-	if err := c.CreateNamespace(chainNS, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
-		map[string]string{harness.ArgoImage + ":latest": rels[0].Image()}); err != nil {
-		t.Fatal(err)
-	}
+	applyArgoCD(t, redis.Addr, rels[0].Image())
 	plain := waitPlainRollout(t)
 
 	// 3. The README's label and patch commands.
@@ -250,6 +240,25 @@ func TestRealChain(t *testing.T) {
 			t.Errorf("a labelled pod is blocked after uninstall: %v", err)
 		}
 	})
+}
+
+// applyArgoCD creates Argo CD's namespace, the objects its repo-server reads
+// (with Redis at redisAddr) and the repo-server Deployment running image,
+// without any of our labels.
+func applyArgoCD(t *testing.T, redisAddr, image string) {
+	t.Helper()
+	c := env.cp.Client()
+	if err := c.CreateNamespace(chainNS, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-config.yaml"),
+		map[string]string{"REDIS_ADDRESS": redisAddr, "REDIS_PASSWORD": redisSecret}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
+		map[string]string{harness.ArgoImage + ":latest": image}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // argoSidecar is a CMP sidecar made by hand the way Argo CD documents it (and

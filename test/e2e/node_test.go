@@ -112,17 +112,7 @@ func TestRealNode(t *testing.T) {
 	if out, err := exec.Command("chown", "-R", "999:999", gitDir).CombinedOutput(); err != nil {
 		t.Fatalf("chown: %v %s", err, out)
 	}
-	if err := c.CreateNamespace(chainNS, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
-		map[string]string{harness.ArgoImage + ":latest": rel.Image()}); err != nil {
-		t.Fatal(err)
-	}
+	applyArgoCD(t, redis.Addr, rel.Image())
 	// What a cluster's scheduler would decide, and the repository: nodeName
 	// (no scheduler runs) and a hostPath volume at the repository's path. The
 	// short grace: Argo CD's own argocd-cmp-server ignores SIGTERM, and each
@@ -235,7 +225,7 @@ func checkNativeStart(t *testing.T, pod *corev1.Pod) {
 		switch {
 		case native:
 			if s.State.Running == nil || s.Started == nil || !*s.Started {
-				t.Errorf("native sidecar %s: not running and started: %s", s.Name, describeState(s))
+				t.Errorf("native sidecar %s: not running and started: %s", s.Name, harness.DescribeState(s))
 				continue
 			}
 			if st := s.State.Running.StartedAt.Time; st.Before(last) {
@@ -245,7 +235,7 @@ func checkNativeStart(t *testing.T, pod *corev1.Pod) {
 		default:
 			term := s.State.Terminated
 			if term == nil || term.ExitCode != 0 {
-				t.Errorf("init container %s did not complete: %s", s.Name, describeState(s))
+				t.Errorf("init container %s did not complete: %s", s.Name, harness.DescribeState(s))
 				continue
 			}
 			if term.StartedAt.Time.Before(last) {
@@ -259,7 +249,7 @@ func checkNativeStart(t *testing.T, pod *corev1.Pod) {
 	}
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.State.Running == nil || !s.Ready || s.RestartCount != 0 {
-			t.Errorf("container %s: %s, ready %v, restarts %d", s.Name, describeState(s), s.Ready, s.RestartCount)
+			t.Errorf("container %s: %s, ready %v, restarts %d", s.Name, harness.DescribeState(s), s.Ready, s.RestartCount)
 			continue
 		}
 		if st := s.State.Running.StartedAt.Time; st.Before(last) {
@@ -283,21 +273,9 @@ func checkSidecarsClassic(t *testing.T, pod *corev1.Pod) {
 	}
 	for _, s := range pod.Status.ContainerStatuses {
 		if s.State.Running == nil || !s.Ready {
-			t.Errorf("container %s: %s, ready %v", s.Name, describeState(s), s.Ready)
+			t.Errorf("container %s: %s, ready %v", s.Name, harness.DescribeState(s), s.Ready)
 		}
 	}
-}
-
-func describeState(s corev1.ContainerStatus) string {
-	switch {
-	case s.State.Running != nil:
-		return "running since " + s.State.Running.StartedAt.String()
-	case s.State.Waiting != nil:
-		return "waiting: " + s.State.Waiting.Reason + " " + s.State.Waiting.Message
-	case s.State.Terminated != nil:
-		return fmt.Sprintf("terminated: %s, exit %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
-	}
-	return "no state"
 }
 
 // checkLiveReload is the day-2 path on the real kubelet: the catalog changes a
@@ -401,7 +379,7 @@ func checkDrained(t *testing.T, node *harness.Node, pod *corev1.Pod) {
 		if err != nil {
 			return strings.Contains(err.Error(), "404"), err
 		}
-		for _, s := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		for _, s := range harness.AllStatuses(p) {
 			if s.State.Terminated != nil {
 				exits[s.Name] = s.State.Terminated.ExitCode
 			}

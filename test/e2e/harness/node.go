@@ -329,7 +329,7 @@ func (n *Node) WaitPodReady(c *Client, ns, name string, timeout time.Duration) (
 			}
 			return false, err
 		}
-		all := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+		all := AllStatuses(pod)
 		for _, s := range all {
 			if w := s.State.Waiting; w != nil && fatalWaiting[w.Reason] {
 				fatal = fmt.Errorf("container %s of pod %s: %s: %s\n%s", s.Name, name, w.Reason, w.Message, n.ContainerLogs(pod)[s.Name])
@@ -341,7 +341,11 @@ func (n *Node) WaitPodReady(c *Client, ns, name string, timeout time.Duration) (
 				return true, nil
 			}
 		}
-		return false, fmt.Errorf("pod %s not Ready: phase %s, %s", name, pod.Status.Phase, containerStates(all))
+		states := make([]string, 0, len(all))
+		for _, s := range all {
+			states = append(states, s.Name+" "+DescribeState(s))
+		}
+		return false, fmt.Errorf("pod %s not Ready: phase %s, %s", name, pod.Status.Phase, strings.Join(states, ", "))
 	})
 	if fatal != nil {
 		return pod, fatal
@@ -354,29 +358,29 @@ var fatalWaiting = map[string]bool{"ErrImageNeverPull": true, "ErrImagePull": tr
 	"CrashLoopBackOff": true, "CreateContainerError": true, "CreateContainerConfigError": true, "InvalidImageName": true,
 	"RunContainerError": true}
 
-func containerStates(all []corev1.ContainerStatus) string {
-	var parts []string
-	for _, s := range all {
-		st := "unknown"
-		switch {
-		case s.State.Running != nil:
-			st = fmt.Sprintf("running (ready %v)", s.Ready)
-		case s.State.Waiting != nil:
-			st = "waiting: " + s.State.Waiting.Reason
-		case s.State.Terminated != nil:
-			st = fmt.Sprintf("terminated: %s %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
-		}
-		parts = append(parts, s.Name+" "+st)
+// AllStatuses are the pod's init container statuses, then its containers'.
+func AllStatuses(pod *corev1.Pod) []corev1.ContainerStatus {
+	return append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+}
+
+// DescribeState says what the kubelet reports of a container, for messages.
+func DescribeState(s corev1.ContainerStatus) string {
+	switch {
+	case s.State.Running != nil:
+		return fmt.Sprintf("running since %s (ready %v)", s.State.Running.StartedAt.Format(time.RFC3339), s.Ready)
+	case s.State.Waiting != nil:
+		return "waiting: " + s.State.Waiting.Reason + " " + s.State.Waiting.Message
+	case s.State.Terminated != nil:
+		return fmt.Sprintf("terminated: %s, exit %d", s.State.Terminated.Reason, s.State.Terminated.ExitCode)
 	}
-	return strings.Join(parts, ", ")
+	return "no state"
 }
 
 // ProcessUIDs are the real user IDs of the processes of each running
 // container of pod, read from the host's /proc through the container's cgroup.
 func (n *Node) ProcessUIDs(pod *corev1.Pod) (map[string][]int, error) {
 	out := map[string][]int{}
-	all := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
-	for _, s := range all {
+	for _, s := range AllStatuses(pod) {
 		if s.State.Running == nil {
 			continue
 		}
