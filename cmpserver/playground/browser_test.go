@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -259,6 +260,21 @@ func TestBrowserHelmPlugin(t *testing.T) {
 	}
 	shot := b.screenshot("playground-helm.png")
 	fmt.Printf("playground screenshot (Helm example plugin): %s\n", shot)
+
+	// The build env side panel, with the keyboard: the app name is the
+	// release name, so the manifest follows it.
+	b.do("open the build env", chromedp.Click(chromedp.CSS("#env-toggle")))
+	if !eval[bool](b, `document.activeElement === document.querySelector('#env-form [name=appName]')`) {
+		t.Fatalf("the panel did not take the focus\npage: %s", b.pageState())
+	}
+	eval[chromedp.Void](b, `document.activeElement.select()`)
+	b.do("rename the app", chromedp.KeyEvent("shop"))
+	b.waitFor("ARGOCD_APP_NAME in the env", `[...document.querySelectorAll('#full-env tr')].some(r => r.textContent === 'ARGOCD_APP_NAMEshop')`, 10*time.Second)
+	b.waitFor("the renamed release", `document.querySelector('.manifest header').innerText.includes('shop-config')`, 30*time.Second)
+	b.do("close the panel", chromedp.KeyEvent(kb.Escape))
+	if !eval[bool](b, `document.querySelector('#env-panel').hidden && document.activeElement === document.querySelector('#env-toggle')`) {
+		t.Error("Escape did not close the panel and return the focus")
+	}
 }
 
 func TestBrowserFailingPlugin(t *testing.T) {
