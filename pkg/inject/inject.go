@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
 	"fmt"
 	"path"
 	"sort"
@@ -214,7 +213,6 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
 	pod.Spec.Containers = append(pod.Spec.Containers, mains...)
 
 	// Annotations: inline configs for the downwardAPI volumes, then the status.
-	statusJSON, _ := json.Marshal(status)
 	add := map[string]string{}
 	var order []string
 	for _, e := range p.entries {
@@ -224,7 +222,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
 			order = append(order, k)
 		}
 	}
-	add[keys.StatusAnnotation] = string(statusJSON)
+	add[keys.StatusAnnotation] = status.JSON()
 	order = append(order, keys.StatusAnnotation)
 	addAnnotations(&ops, pod.Annotations != nil, add, order)
 	if pod.Annotations == nil {

@@ -4,6 +4,7 @@
 package inject
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 
@@ -94,7 +95,22 @@ type Status struct {
 	Containers     []string `json:"containers"`
 	InitContainers []string `json:"initContainers"`
 	Volumes        []string `json:"volumes"`
-	Revision       string   `json:"revision"`
+	// Revision is the catalog revision the pod was injected at, or last
+	// brought current with (cmp-injector serve's reconciler).
+	Revision string `json:"revision"`
+	// Stale lists what differs from a later catalog revision in a way only a
+	// new pod takes (see CheckDrift); empty while the pod is current.
+	Stale []Difference `json:"stale,omitempty"`
+}
+
+// JSON is the status annotation's value.
+func (s *Status) JSON() string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		// Strings and slices of strings always marshal.
+		panic(err)
+	}
+	return string(b)
 }
 
 // Message is the one-line explanation: for a denial, the text the API server

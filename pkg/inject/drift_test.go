@@ -1,0 +1,198 @@
+package inject
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// injectedPod is a repo-server pod in namespace argocd asking for plugins,
+// injected with the test catalog, with the defaults the apiserver adds to a
+// stored pod applied, since the reconciler only ever sees stored pods.
+func injectedPod(t *testing.T, plugins string, extra map[string]string) *corev1.Pod {
+	t.Helper()
+	ann := map[string]string{keys.PluginsAnnotation: plugins}
+	for k, v := range extra {
+		ann[k] = v
+	}
+	in := pod(ann, nil)
+	in.Namespace = "argocd"
+	r := Inject(in, "argocd", testCat(t))
+	if r.Decision != Injected {
+		t.Fatalf("not injected: %s", r.Message())
+	}
+	out := r.Pod
+	for _, list := range [][]corev1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			if c.ImagePullPolicy == "" {
+				c.ImagePullPolicy = corev1.PullIfNotPresent
+			}
+			c.TerminationMessagePath = "/dev/termination-log"
+			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+			if c.StartupProbe != nil {
+				c.StartupProbe.SuccessThreshold = 1
+			}
+		}
+	}
+	mode := int32(0o644)
+	for i := range out.Spec.Volumes {
+		v := &out.Spec.Volumes[i]
+		if v.DownwardAPI != nil {
+			v.DownwardAPI.DefaultMode = &mode
+			for j := range v.DownwardAPI.Items {
+				v.DownwardAPI.Items[j].FieldRef.APIVersion = "v1"
+			}
+		}
+		if v.ConfigMap != nil {
+			v.ConfigMap.DefaultMode = &mode
+		}
+	}
+	return out
+}
+
+// catalogWith is the test catalog with each old string replaced by new.
+func catalogWith(t *testing.T, replacements ...string) *catalog.Catalog {
+	t.Helper()
+	y := testCatalog
+	for i := 0; i < len(replacements); i += 2 {
+		if !strings.Contains(y, replacements[i]) {
+			t.Fatalf("test catalog has no %q", replacements[i])
+		}
+		y = strings.Replace(y, replacements[i], replacements[i+1], 1)
+	}
+	c, err := catalog.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestDriftLiveVersusStale(t *testing.T) {
+	const helmConfig = "{kind: ConfigManagementPlugin, metadata: {name: helm}, spec: {generate: {command: [helm, template, .]}}}"
+	const newConfig = "{kind: ConfigManagementPlugin, metadata: {name: helm}, spec: {generate: {command: [helm, template, --include-crds, .]}}}"
+	for _, tc := range []struct {
+		name    string
+		plugins string
+		podAnn  map[string]string
+		edit    func(*corev1.Pod)
+		cat     *catalog.Catalog
+		live    []string // config annotations set live
+		stale   []string // plugin/reason
+		rev     string   // status revision wanted
+	}{
+		{name: "unchanged", plugins: "helm, kustomize", cat: testCat(t), rev: "r1"},
+		{name: "revision only", plugins: "helm", cat: catalogWith(t, "revision: r1", "revision: r2"), rev: "r2"},
+		{name: "inline config", plugins: "helm, kustomize", cat: catalogWith(t, "revision: r1", "revision: r2", helmConfig, newConfig),
+			live: []string{"helm"}, rev: "r2"},
+		{name: "image and config: stale, config held back", plugins: "helm", rev: "r1",
+			cat:   catalogWith(t, "revision: r1", "revision: r2", helmConfig, newConfig, "image: alpine/helm:3.16.2", "image: alpine/helm:3.17.0"),
+			stale: []string{"helm/image"}},
+		{name: "one plugin stale, the other live", plugins: "helm, kustomize", rev: "r1",
+			cat:   catalogWith(t, "revision: r1", "revision: r2", helmConfig, newConfig, "image: kustomize:5", "image: kustomize:6"),
+			live:  []string{"helm"},
+			stale: []string{"kustomize/image"}},
+		{name: "pull policy", plugins: "helm", cat: catalogWith(t, "image: alpine/helm:3.16.2", "image: alpine/helm:3.16.2\n    imagePullPolicy: Always"),
+			stale: []string{"helm/image"}, rev: "r1"},
+		{name: "default resources", plugins: "helm, kustomize", rev: "r1",
+			cat:   catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, resources: {limits: {memory: 1Gi}}}"),
+			stale: []string{"helm/resources", "kustomize/resources"}},
+		{name: "env", plugins: "helm", rev: "r1", cat: catalogWith(t, "allowedImages:", "env: [{name: HELM_CACHE_HOME, value: /tmp}]\n    allowedImages:"),
+			stale: []string{"helm/env"}},
+		{name: "run as user", plugins: "helm", rev: "r1", cat: catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, runAsUser: 1000}"),
+			stale: []string{"helm/security_context"}},
+		{name: "sidecar mode", plugins: "helm", rev: "r1", cat: catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, nativeSidecars: false}"),
+			stale: []string{"helm/sidecar_mode"}},
+		{name: "config source", plugins: "helm", rev: "r1", cat: catalogWith(t, "inline: "+helmConfig, "configMap: {name: h}"),
+			stale: []string{"helm/config_source", "helm/container_spec"}},
+		{name: "configMap renamed", plugins: "kustomize", rev: "r1", cat: catalogWith(t, "configMap: {name: k, key: cfg.yaml}", "configMap: {name: k2, key: cfg.yaml}"),
+			stale: []string{"kustomize/config_source"}},
+		{name: "plugin gone from the catalog", plugins: "helm, kustomize", rev: "r1",
+			cat:   catalogWith(t, "  kustomize:\n    image: kustomize:5\n    config: {configMap: {name: k, key: cfg.yaml}}\n", "", "[helm, kustomize]", "[helm]"),
+			stale: []string{"kustomize/plugin_removed"}},
+		{name: "plugin disabled in the namespace", plugins: "helm, kustomize", rev: "r1", cat: catalogWith(t, "[helm, kustomize]", "[helm]"),
+			stale: []string{"kustomize/plugin_removed"}},
+		{name: "plugin added to the pod", plugins: "helm", rev: "r1", cat: testCat(t),
+			edit:  func(p *corev1.Pod) { p.Annotations[keys.PluginsAnnotation] = "helm, kustomize" },
+			stale: []string{"kustomize/plugin_added"}},
+		{name: "copy image", plugins: "helm", rev: "r1", cat: catalogWith(t, "copyImage: cmp-server:1", "copyImage: cmp-server:2"),
+			stale: []string{"/copy_image"}},
+		{name: "allowed override stays current", plugins: "helm", rev: "r1", cat: testCat(t),
+			podAnn: map[string]string{keys.ImageAnnotationPrefix + "helm": "alpine/helm:3.15.0"}},
+		{name: "override no longer allowed", plugins: "helm", rev: "r1", cat: catalogWith(t, `["alpine/helm:*"]`, `["alpine/helm:3.16.*"]`),
+			podAnn: map[string]string{keys.ImageAnnotationPrefix + "helm": "alpine/helm:3.15.0"},
+			stale:  []string{"helm/image"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := injectedPod(t, tc.plugins, tc.podAnn)
+			if tc.edit != nil {
+				tc.edit(p)
+			}
+			d, err := CheckDrift(p, tc.cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var live []string
+			for k, v := range d.Live {
+				name := strings.TrimPrefix(k, keys.ConfigAnnotationPrefix)
+				live = append(live, name)
+				if v != tc.cat.Plugins[name].InlineYAML {
+					t.Errorf("live %s = %q", k, v)
+				}
+			}
+			var stale []string
+			for _, s := range d.Stale {
+				stale = append(stale, s.Plugin+"/"+string(s.Reason))
+				if s.Message == "" {
+					t.Errorf("%s has no message", s.Reason)
+				}
+			}
+			if strings.Join(live, ",") != strings.Join(tc.live, ",") || strings.Join(stale, ",") != strings.Join(tc.stale, ",") {
+				t.Errorf("live %v stale %v, want live %v stale %v\n%s", live, stale, tc.live, tc.stale, d.StaleMessage())
+			}
+			if d.Status.Revision != tc.rev {
+				t.Errorf("status revision %s, want %s", d.Status.Revision, tc.rev)
+			}
+			if d.Current() != (len(tc.live) == 0 && len(tc.stale) == 0) {
+				t.Errorf("Current() = %v", d.Current())
+			}
+			if len(d.Status.Stale) != len(d.Stale) {
+				t.Errorf("status lists %d stale differences, drift %d", len(d.Status.Stale), len(d.Stale))
+			}
+			// Applying the patch makes the pod carry the new status; a
+			// second check then wants nothing more.
+			patch := d.Patch(p)
+			if tc.name == "unchanged" && patch != nil {
+				t.Errorf("an unchanged pod is patched: %v", patch)
+			}
+			for k, v := range patch {
+				p.Annotations[k] = v
+			}
+			again, err := CheckDrift(p, tc.cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Patch(p) != nil || len(again.Live) != 0 {
+				t.Errorf("after the patch, still %v", again.Patch(p))
+			}
+			var st Status
+			if err := json.Unmarshal([]byte(p.Annotations[keys.StatusAnnotation]), &st); err != nil || st.Revision != tc.rev {
+				t.Errorf("status annotation %s: %v", p.Annotations[keys.StatusAnnotation], err)
+			}
+		})
+	}
+}
+
+func TestDriftRefusesPodsItDidNotInject(t *testing.T) {
+	for _, ann := range []map[string]string{{}, {keys.StatusAnnotation: "injected"}} {
+		p := pod(ann, nil)
+		if _, err := CheckDrift(p, testCat(t)); err == nil {
+			t.Errorf("annotations %v: no error", ann)
+		}
+	}
+}
