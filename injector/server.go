@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
@@ -81,7 +82,20 @@ type Server struct {
 	catalog  *catalog.Watcher
 	certs    *CertReloader
 	draining atomic.Bool
+	// onCatalog is called after each new catalog is installed.
+	onCatalog atomic.Pointer[func()]
 }
+
+// Catalog is the catalog in use, nil before the first valid one.
+func (s *Server) Catalog() *catalog.Catalog { return s.catalog.Current() }
+
+// OnCatalogChange registers f to run after every new catalog is loaded (the
+// reconciler re-checks injected pods).
+func (s *Server) OnCatalogChange(f func()) { s.onCatalog.Store(&f) }
+
+// Registry is where the server's metrics are, for collectors run beside it
+// (the reconciler's), so /metrics serves them too.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 
 // New wires a server; nothing is read until Run.
 func New(cfg Config, log *zap.Logger) *Server {
@@ -93,6 +107,9 @@ func New(cfg Config, log *zap.Logger) *Server {
 			s.metrics.catalogInfo.Reset()
 			s.metrics.catalogInfo.WithLabelValues(c.Revision).Set(1)
 			log.Info("catalog loaded", zap.String("revision", c.Revision), zap.Strings("plugins", c.Names))
+			if f := s.onCatalog.Load(); f != nil {
+				(*f)()
+			}
 		},
 		Failed: func(err error) {
 			s.metrics.catalogErrors.Inc()

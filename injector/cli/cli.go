@@ -66,8 +66,13 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; more wait to be accepted")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
+	var rf reconcileFlags
+	rf.register(fs.FlagSet)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := rf.check(); err != nil {
+		return fs.Errorf("%v", err)
 	}
 	cfg.TrustedUsers = trusted
 	if err := cfg.Validate(); err != nil {
@@ -82,7 +87,22 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	log.Info("starting cmp-injector", zap.String("version", version.Version))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	return injector.New(cfg, log).Run(ctx)
+	srv := injector.New(cfg, log)
+	if !rf.enabled {
+		return srv.Run(ctx)
+	}
+	rec, err := rf.reconciler(srv, log)
+	if err != nil {
+		return err
+	}
+	srv.OnCatalogChange(rec.CatalogChanged)
+	recCtx, stopRec := context.WithCancel(ctx)
+	recDone := make(chan struct{})
+	go func() { rec.Run(recCtx); close(recDone) }()
+	err = srv.Run(ctx)
+	stopRec()
+	<-recDone
+	return err
 }
 
 func issue(_ context.Context, args []string, stdio serving.IO) error {

@@ -214,17 +214,19 @@ type containerDiff struct {
 // where the injector sets them, or after the same defaulting.
 func compareContainer(have *corev1.Container, want corev1.Container) []containerDiff {
 	var out []containerDiff
-	if have.Image != want.Image || (want.ImagePullPolicy != "" && have.ImagePullPolicy != want.ImagePullPolicy) {
-		out = append(out, containerDiff{StaleImage, fmt.Sprintf("image %s %s, catalog %s %s", have.Image, have.ImagePullPolicy, want.Image, want.ImagePullPolicy)})
+	if have.Image != want.Image {
+		out = append(out, containerDiff{StaleImage, fmt.Sprintf("runs image %s, the catalog says %s", have.Image, want.Image)})
+	} else if want.ImagePullPolicy != "" && have.ImagePullPolicy != want.ImagePullPolicy {
+		out = append(out, containerDiff{StaleImage, fmt.Sprintf("imagePullPolicy %s, the catalog says %s", have.ImagePullPolicy, want.ImagePullPolicy)})
 	}
 	if !equality.Semantic.DeepEqual(defaultRequests(have.Resources), defaultRequests(want.Resources)) {
-		out = append(out, containerDiff{StaleResources, fmt.Sprintf("resources %s, catalog %s", resourceText(have.Resources), resourceText(want.Resources))})
+		out = append(out, containerDiff{StaleResources, fmt.Sprintf("resources %s, the catalog says %s", resourceText(have.Resources), resourceText(want.Resources))})
 	}
 	if !equality.Semantic.DeepEqual(normalEnv(have.Env), normalEnv(want.Env)) {
-		out = append(out, containerDiff{StaleEnv, fmt.Sprintf("env %s, catalog %s", envNames(have.Env), envNames(want.Env))})
+		out = append(out, containerDiff{StaleEnv, fmt.Sprintf("env %s, the catalog says %s", envNames(have.Env), envNames(want.Env))})
 	}
 	if !equality.Semantic.DeepEqual(have.SecurityContext, want.SecurityContext) {
-		out = append(out, containerDiff{StaleSecurityContext, "securityContext differs from the catalog's (runAsUser " + uidText(have.SecurityContext) + ", catalog " + uidText(want.SecurityContext) + ")"})
+		out = append(out, containerDiff{StaleSecurityContext, "securityContext differs from the catalog's (runAsUser " + uidText(have.SecurityContext) + ", the catalog says " + uidText(want.SecurityContext) + ")"})
 	}
 	if !slices.Equal(have.Command, want.Command) || !slices.Equal(have.Args, want.Args) ||
 		!reflect.DeepEqual(mountKeys(have.VolumeMounts), mountKeys(want.VolumeMounts)) || !sameProbe(have.StartupProbe, want.StartupProbe) {

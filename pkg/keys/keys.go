@@ -79,6 +79,10 @@ const (
 	SidecarPrefix = "cmp-"
 	// CopyServerBinary is where the plugin server binary lives inside the copy image.
 	CopyServerBinary = "/usr/local/bin/cmp-server"
+	// RolloutAnnotation is written by the reconciler (rollout: auto) into the
+	// pod template of a Deployment whose pods are stale: the catalog revision
+	// they are restarted for.
+	RolloutAnnotation = "cmp-injector.io/rollout-revision"
 )
 
 // More environment variables shared with Argo CD's plugin server.

@@ -220,6 +220,24 @@ func TestRealChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The chart's reconciler, with the chart's RBAC and nothing more (the
+		// booted injector holds its service account's token), brings the
+		// running repo-server pod to the new revision.
+		err = harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+			pods, err := c.ListPods(chainNS, harness.RepoServerSelector)
+			if err != nil || len(pods) == 0 {
+				return false, fmt.Errorf("%d pods: %v", len(pods), err)
+			}
+			for _, p := range pods {
+				if st := status(t, &p); st.Revision != "chain-2" {
+					return false, fmt.Errorf("pod %s at revision %q", p.Name, st.Revision)
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, chart.Injector.Output())
+		}
 	})
 
 	// 6. helm uninstall leaves no webhook configuration behind: a leftover one

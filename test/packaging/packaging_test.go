@@ -4,6 +4,7 @@ package packaging
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,11 +98,11 @@ func TestCertificateModesRender(t *testing.T) {
 		args  []string
 		kinds string
 	}{
-		"cert-manager default": {nil, "Certificate,Certificate,ConfigMap,Deployment,Issuer,Issuer,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+		"cert-manager default": {nil, "Certificate,Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,Issuer,Issuer,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
 		"cert-manager with own issuer": {[]string{"--set", "certificates.certManager.issuerRef.name=corp", "--set", "certificates.certManager.issuerRef.kind=ClusterIssuer"},
-			"Certificate,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+			"Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
 		"existing secret": {[]string{"--set", "certificates.mode=secret", "--set", "certificates.caBundle=Y2E="},
-			"ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Service,ServiceAccount"},
+			"ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -331,5 +332,60 @@ func TestArgoOverlayBuildsOffline(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("overlay output lacks %q", want)
 		}
+	}
+}
+
+// TestReconcilerRBAC: the chart grants the reconciler exactly what it uses,
+// Deployment patches only with rollout: auto, and nothing (no token, no RBAC)
+// when it is off.
+func TestReconcilerRBAC(t *testing.T) {
+	rules := func(args ...string) (cluster, lease []string, dep map[string]any) {
+		t.Helper()
+		out, err := helmTemplate(t, append([]string{"--kube-version", "1.30.0"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range docs(t, out) {
+			var list *[]string
+			switch o["kind"] {
+			case "ClusterRole":
+				list = &cluster
+			case "Role":
+				list = &lease
+			case "Deployment":
+				dep = o
+				continue
+			default:
+				continue
+			}
+			for _, r := range o["rules"].([]any) {
+				rule := r.(map[string]any)
+				*list = append(*list, fmt.Sprintf("%v %v %v", rule["apiGroups"], rule["resources"], rule["verbs"]))
+			}
+		}
+		return cluster, lease, dep
+	}
+	podSpec := func(dep map[string]any) (automount any, args string) {
+		spec := dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		return spec["automountServiceAccountToken"], fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["args"])
+	}
+	cluster, lease, dep := rules()
+	want := "[] [pods] [list watch patch]; [] [namespaces] [list watch]; [] [events] [create patch]; [apps] [replicasets] [get]"
+	if got := strings.Join(cluster, "; "); got != want {
+		t.Errorf("ClusterRole rules %s, want %s", got, want)
+	}
+	if got := strings.Join(lease, "; "); got != "[coordination.k8s.io] [leases] [get create update]" {
+		t.Errorf("Role rules %s", got)
+	}
+	if auto, args := podSpec(dep); auto != true || !strings.Contains(args, "--reconcile") || !strings.Contains(args, "--rollout=off") {
+		t.Errorf("reconciler on: automount %v, args %s", auto, args)
+	}
+	cluster, _, _ = rules("--set", "reconciler.rollout=auto")
+	if got := strings.Join(cluster, "; "); got != want+"; [apps] [deployments] [get patch]" {
+		t.Errorf("rollout auto: ClusterRole rules %s", got)
+	}
+	cluster, lease, dep = rules("--set", "reconciler.enabled=false")
+	if auto, args := podSpec(dep); len(cluster)+len(lease) != 0 || auto != false || strings.Contains(args, "--reconcile") {
+		t.Errorf("reconciler off: rules %v %v, automount %v, args %s", cluster, lease, auto, args)
 	}
 }

@@ -76,3 +76,26 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- toYaml $catalog }}
 {{- end }}
+
+{{/*
+The webhook's namespaceSelector as a label selector string, for the reconciler:
+it must look after exactly the namespaces the webhook injects in (two releases
+may split the cluster with namespaceSelectorExtraExpressions).
+*/}}
+{{- define "cmp-injector.namespaceSelector" -}}
+{{- $parts := list "cmp-injector.io/enabled=true" -}}
+{{- range .Values.webhook.namespaceSelectorExtraExpressions -}}
+{{- if eq .operator "In" -}}
+{{- $parts = append $parts (printf "%s in (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "NotIn" -}}
+{{- $parts = append $parts (printf "%s notin (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "Exists" -}}
+{{- $parts = append $parts .key -}}
+{{- else if eq .operator "DoesNotExist" -}}
+{{- $parts = append $parts (printf "!%s" .key) -}}
+{{- else -}}
+{{- fail (printf "webhook.namespaceSelectorExtraExpressions: unknown operator %q" .operator) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end }}

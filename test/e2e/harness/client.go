@@ -19,14 +19,15 @@ import (
 // project does not depend on client-go. It is also the kubelet's view of the
 // apiserver when a pod is booted (BootOptions.Objects).
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base   string
+	token  string
+	http   *http.Client
+	caFile string // the apiserver's CA, for kubeconfigs the client writes
 }
 
 // Client returns a REST client authenticated as a cluster admin.
 func (cp *ControlPlane) Client() *Client {
-	return &Client{base: cp.URL, token: cp.Token, http: cp.HTTPClient()}
+	return &Client{base: cp.URL, token: cp.Token, http: cp.HTTPClient(), caFile: cp.CAFile}
 }
 
 // APIError is a non-2xx answer; Message is the apiserver's Status message, which

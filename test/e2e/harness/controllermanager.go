@@ -30,6 +30,16 @@ func (cp *ControlPlane) WriteKubeconfig(path string) error {
 // writeKubeconfig is the admin kubeconfig with server as the apiserver's
 // address (the real node reaches it through a forwarder).
 func (cp *ControlPlane) writeKubeconfig(path, server string) error {
+	return writeKubeconfig(path, server, cp.CAFile, "admin", cp.Token, "")
+}
+
+// writeKubeconfig writes a kubeconfig for one user authenticated by a bearer
+// token; namespace may be empty.
+func writeKubeconfig(path, server, caFile, user, token, namespace string) error {
+	ns := ""
+	if namespace != "" {
+		ns = ", namespace: " + namespace
+	}
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -38,14 +48,14 @@ clusters:
     server: %s
     certificate-authority: %s
 users:
-- name: admin
+- name: %s
   user:
     token: %s
 contexts:
 - name: e2e
-  context: {cluster: e2e, user: admin}
+  context: {cluster: e2e, user: %s%s}
 current-context: e2e
-`, server, cp.CAFile, cp.Token)
+`, server, caFile, user, token, user, ns)
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 

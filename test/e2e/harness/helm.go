@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +73,17 @@ func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io
 		"--listen":         "127.0.0.1:" + strconv.Itoa(port),
 		"--metrics-listen": "127.0.0.1:" + strconv.Itoa(mport),
 	}
+	// What the kubelet mounts for the pod's service account, as a kubeconfig:
+	// the reconciler then has the chart's RBAC and nothing more.
+	kubeconfig := filepath.Join(root, "serviceaccount.kubeconfig")
+	if pod.Spec.AutomountServiceAccountToken != nil && *pod.Spec.AutomountServiceAccountToken {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return nil, nil, err
+		}
+		if err := c.ServiceAccountKubeconfig(ns, pod.Spec.ServiceAccountName, kubeconfig); err != nil {
+			return nil, nil, err
+		}
+	}
 	booted, err := BootPod(pod, BootOptions{
 		Root:        root,
 		Run:         func(string) bool { return true },
@@ -83,6 +95,9 @@ func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io
 				if k, _, ok := strings.Cut(a, "="); ok && listen[k] != "" {
 					argv[i] = k + "=" + listen[k]
 				}
+			}
+			if slices.Contains(argv, "--reconcile") {
+				argv = append(argv, "--kubeconfig="+kubeconfig)
 			}
 			// No load balancer needs time to take the pod out of rotation here.
 			return append(argv, "--shutdown-delay=0s")

@@ -77,6 +77,15 @@ func RunCerts(bin, outDir, caDir string, extra ...string) error {
 	return nil
 }
 
+// SetCatalog replaces the catalog file the process watches, atomically (a
+// new file renamed over it), so no poll reads half of it.
+func (in *Injector) SetCatalog(b []byte) error {
+	if err := os.WriteFile(in.Catalog+".new", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(in.Catalog+".new", in.Catalog)
+}
+
 // URL is the webhook endpoint the apiserver calls.
 func (in *Injector) URL() string { return fmt.Sprintf("https://127.0.0.1:%d/mutate", in.Port) }
 
