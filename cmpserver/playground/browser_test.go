@@ -244,6 +244,11 @@ func TestBrowserHelmPlugin(t *testing.T) {
 	b.do("add a helm-parameters entry", chromedp.Click(chromedp.CSS(`[data-param="helm-parameters"] button.add`)))
 	newRow := fmt.Sprintf(`[data-param="helm-parameters"] .row[data-row="%d"]`,
 		eval[int](b, `document.querySelectorAll('[data-param="helm-parameters"] .row').length - 1`))
+	// The new row is part of the parameter, but not sent before it has a key.
+	b.waitFor("the map as an Application parameter", `document.querySelector('#app-parameters').textContent.includes('"name":"helm-parameters"')`, 10*time.Second)
+	if got := eval[string](b, `document.querySelector('#app-parameters').textContent`); strings.Contains(got, `"":`) {
+		t.Errorf("a row without a key was sent: %s", got)
+	}
 	b.do("type the entry",
 		chromedp.SendKeys(chromedp.CSS(newRow+" .key"), "extra.note"),
 		chromedp.SendKeys(chromedp.CSS(newRow+" .val"), "set in the browser"))

@@ -193,7 +193,12 @@
     const collection = block.dataset.collection;
     if (collection === 'map') {
       const m = {};
-      for (const r of block.querySelectorAll('.row')) m[r.querySelector('.key').value] = readValue(r.querySelector('.val'));
+      for (const r of block.querySelectorAll('.row')) {
+        const k = r.querySelector('.key').value;
+        // A row without a key is not an entry yet: sent, it would become
+        // PARAM_<NAME>_= and, for Helm, --set =value.
+        if (k !== '') m[k] = readValue(r.querySelector('.val'));
+      }
       return {map: m};
     }
     if (collection === 'array') return {array: [...block.querySelectorAll('.row .val')].map(readValue)};
@@ -210,11 +215,15 @@
       if (bad) msgs.push(bad);
     }
     for (const k of block.querySelectorAll('.row .key')) {
+      if (k.value === '') {
+        if (readValue(k.parentElement.querySelector('.val')) !== '') msgs.push('an entry without a key is not sent');
+        continue;
+      }
       if (keys.has(k.value)) msgs.push(`key "${k.value}" appears twice: the later entry wins`);
       keys.add(k.value);
     }
     const w = block.querySelector('.warn');
-    w.textContent = msgs.length ? (itemType !== 'string' ? `Not a valid ${itemType}: ` : '') + msgs.slice(0, 3).join('; ') + (msgs.length > 3 ? ` (and ${msgs.length - 3} more)` : '') : '';
+    w.textContent = msgs.slice(0, 3).join('; ') + (msgs.length > 3 ? ` (and ${msgs.length - 3} more)` : '');
   }
 
   // setOverride records the block's value as the Application's parameter.
