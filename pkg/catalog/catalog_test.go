@@ -206,3 +206,41 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestRepoServerSettings(t *testing.T) {
+	const head = "apiVersion: cmp-injector.io/v1alpha1\nkind: PluginCatalog\ndefaults:\n  copyImage: ghcr.io/cmp-injector/cmp-server:v1\n"
+	const tail = "plugins:\n  p: {image: busybox, config: {fromImage: true}}\n"
+	for _, tc := range []struct {
+		name, repoServer string
+		want             []string // NAME=value
+	}{
+		{"defaults", "", []string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git"}},
+		{"both off", "  repoServer: {cmpChunkSize: 0, pluginTarExclusions: []}\n", nil},
+		{"own values", "  repoServer: {cmpChunkSize: 262144, pluginTarExclusions: [.git, 'docs/*']}\n",
+			[]string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git;docs/*"}},
+		{"chunk only", "  repoServer: {pluginTarExclusions: []}\n", []string{"ARGOCD_CMP_CHUNK_SIZE=262144"}},
+	} {
+		c, err := Parse([]byte(head + tc.repoServer + tail))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, e := range c.Defaults.RepoServerEnv {
+			got = append(got, e.Name+"="+e.Value)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: env %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	_, err := Parse([]byte(head + "  repoServer: {cmpChunkSize: -1, pluginTarExclusions: ['[', 'a;b', '']}\n" + tail))
+	for _, want := range []string{
+		"defaults.repoServer.cmpChunkSize: must be between 0",
+		`defaults.repoServer.pluginTarExclusions[0]: "["`,
+		`defaults.repoServer.pluginTarExclusions[1]: "a;b"`,
+		`defaults.repoServer.pluginTarExclusions[2]: ""`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to contain %q", err, want)
+		}
+	}
+}

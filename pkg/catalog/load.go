@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,6 +123,7 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 	if d.NativeSidecars != nil {
 		r.NativeSidecars = *d.NativeSidecars
 	}
+	r.RepoServerEnv = repoServerEnv(d.RepoServer)
 	if d.RunAsUser != nil {
 		r.RunAsUser = *d.RunAsUser
 	}
@@ -188,4 +190,24 @@ func dedupe(in []string) []string {
 		}
 	}
 	return out
+}
+
+// repoServerEnv resolves the RepoServer settings into env vars (a zero chunk
+// size or an empty exclusion list: no variable).
+func repoServerEnv(rs *RepoServer) []corev1.EnvVar {
+	chunk, exclusions := DefaultCMPChunkSize, DefaultPluginTarExclusions
+	if rs != nil && rs.CMPChunkSize != nil {
+		chunk = *rs.CMPChunkSize
+	}
+	if rs != nil && rs.PluginTarExclusions != nil {
+		exclusions = *rs.PluginTarExclusions
+	}
+	var env []corev1.EnvVar
+	if chunk > 0 {
+		env = append(env, corev1.EnvVar{Name: keys.EnvCMPChunkSize, Value: strconv.Itoa(chunk)})
+	}
+	if len(exclusions) > 0 {
+		env = append(env, corev1.EnvVar{Name: keys.EnvPluginTarExclusions, Value: strings.Join(exclusions, ";")})
+	}
+	return env
 }

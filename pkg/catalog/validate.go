@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -57,6 +58,19 @@ func validateDefaults(p *problems, d *Defaults) {
 	validPullPolicy(p, "defaults.copyImagePullPolicy", d.CopyImagePullPolicy)
 	if d.RunAsUser != nil && *d.RunAsUser <= 0 {
 		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
+	}
+	if rs := d.RepoServer; rs != nil {
+		if c := rs.CMPChunkSize; c != nil && (*c < 0 || *c > MaxCMPChunkSize) {
+			p.addf("defaults.repoServer.cmpChunkSize", "must be between 0 (the repo-server's default) and %d bytes (got %d)", MaxCMPChunkSize, *c)
+		}
+		if ex := rs.PluginTarExclusions; ex != nil {
+			for i, g := range *ex {
+				field := fmt.Sprintf("defaults.repoServer.pluginTarExclusions[%d]", i)
+				if _, err := filepath.Match(g, ""); err != nil || g == "" || strings.Contains(g, ";") {
+					p.addf(field, "%q is not a glob the repo-server can use (filepath.Match syntax, not empty, no ';')", g)
+				}
+			}
+		}
 	}
 }
 

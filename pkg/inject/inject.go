@@ -187,6 +187,19 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
 		pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
 	}
 
+	// The repo-server's plugin settings the catalog tunes, each unless the
+	// container sets it itself.
+	if i := repoServerIndex(pod); i >= 0 {
+		if env := missingEnv(pod.Spec.Containers[i], cat.Defaults.RepoServerEnv); len(env) > 0 {
+			base := indexPath("/spec/containers", i) + "/env"
+			appendAll(&ops, base, len(pod.Spec.Containers[i].Env), env)
+			pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, env...)
+			for _, e := range env {
+				status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
+			}
+		}
+	}
+
 	// The copy init container goes last among init containers so it follows any
 	// copyutil; native sidecars follow it because they exec what it copies.
 	inits := []corev1.Container{copyContainer(cat, uid)}
@@ -254,6 +267,26 @@ func repoServerIndex(pod *corev1.Pod) int {
 		return 0
 	}
 	return -1
+}
+
+// missingEnv is the part of want that c does not set. A container with envFrom
+// gets nothing: a ConfigMap or Secret it reads might set the variable, and an
+// explicit value must win.
+func missingEnv(c corev1.Container, want []corev1.EnvVar) []corev1.EnvVar {
+	if len(c.EnvFrom) > 0 {
+		return nil
+	}
+	var out []corev1.EnvVar
+	for _, w := range want {
+		set := false
+		for _, e := range c.Env {
+			set = set || e.Name == w.Name
+		}
+		if !set {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func hasMountPath(c corev1.Container, p string) bool {

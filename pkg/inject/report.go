@@ -95,6 +95,8 @@ type Status struct {
 	Containers     []string `json:"containers"`
 	InitContainers []string `json:"initContainers"`
 	Volumes        []string `json:"volumes"`
+	// RepoServerEnv names the env vars added to the repo-server container.
+	RepoServerEnv []string `json:"repoServerEnv,omitempty"`
 	// Revision is the catalog revision the pod was injected at, or last
 	// brought current with (cmp-injector serve's reconciler).
 	Revision string `json:"revision"`

@@ -45,6 +45,12 @@ const (
 	EnvCMPWorkDir         = "ARGOCD_CMP_WORKDIR"
 	EnvGRPCMaxSizeMB      = "ARGOCD_GRPC_MAX_SIZE_MB"
 	EnvAppParameters      = "ARGOCD_APP_PARAMETERS"
+	// EnvCMPChunkSize is the repo-server's chunk size for plugin tarballs
+	// (bytes per stream message; Argo CD's default 1024).
+	EnvCMPChunkSize = "ARGOCD_CMP_CHUNK_SIZE"
+	// EnvPluginTarExclusions lists ;-separated globs the repo-server leaves
+	// out of plugin tarballs (its --plugin-tar-exclude flag's default).
+	EnvPluginTarExclusions = "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS"
 )
 
 // The build env the repo-server sends with every request (Argo CD's

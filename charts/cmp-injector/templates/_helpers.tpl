@@ -74,6 +74,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if .Values.catalog.revision }}
 {{- $_ := set $catalog "revision" .Values.catalog.revision }}
 {{- end }}
+{{- if .Values.catalog.repoServer }}
+{{- $_ := set $catalog.defaults "repoServer" .Values.catalog.repoServer }}
+{{- end }}
 {{- toYaml $catalog }}
 {{- end }}
 

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 )
 
 // benchPlugin is the plugin both servers run: it prints one object, so the
@@ -110,6 +112,20 @@ func runCMP(o options) error {
 		fmt.Println("   (Argo CD's argocd-cmp-server is not cached: run hack/tools.sh argocd to compare with it)")
 	}
 	for _, r := range repos {
+		// What the repo-server streams: the tarball as its client packs it
+		// (cmpserver/client packs the same way), with and without exclusions.
+		stock, err := client.WriteTarball(r.root, base, nil)
+		if err != nil {
+			return err
+		}
+		_ = stock.Remove()
+		tuned, err := client.WriteTarball(r.root, base, strings.Split(o.exclude, ";"))
+		if err != nil {
+			return err
+		}
+		_ = tuned.Remove()
+		r.name += fmt.Sprintf("; tarball %.1f MB (%d messages of 1 KiB), tuned %.1f MB (%d messages)",
+			float64(stock.Size)/1e6, (stock.Size+1023)/1024, float64(tuned.Size)/1e6, (tuned.Size+int64(o.chunk)-1)/int64(o.chunk))
 		var results []result
 		for _, sc := range scenarios(o) {
 			for _, s := range cmpServers(o) {

@@ -24,13 +24,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
-// The tuned repo-server's settings.
-const (
-	tunedChunkSize  = 64 << 10
-	tunedExclusions = ".git"
+// The tuned repo-server's settings are what the injector sets by default.
+var (
+	tunedChunkSize  = catalog.DefaultCMPChunkSize
+	tunedExclusions = strings.Join(catalog.DefaultPluginTarExclusions, ";")
 )
 
 // binaries is a repeatable NAME=PATH flag.
