@@ -9,6 +9,7 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/gorilla/mux v1.8.1
 	github.com/klauspost/compress v1.20.1
+	github.com/mattn/go-zglob v0.0.6
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.5

@@ -406,9 +406,29 @@ func TestCommandTimeoutFlag(t *testing.T) {
 
 func TestConcurrentGenerates(t *testing.T) {
 	t.Parallel()
-	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: conc}\nspec:\n  generate:\n    command: [sh, -c, 'sleep 0.2; printf \"{\\\"kind\\\":\\\"ConfigMap\\\",\\\"metadata\\\":{\\\"name\\\":\\\"%s-%s\\\"}}\" \"$ARGOCD_APP_NAME\" \"$(cat id)\"']\n"
+	// A barrier every command must pass: each marks its arrival, then waits
+	// until all have arrived. A server that ran them one at a time would leave
+	// the first waiting alone until it gives up (exit 9), so the test proves
+	// overlap rather than only correct answers.
+	const n = 20
+	barrier := t.TempDir()
+	plugin := fmt.Sprintf(`kind: ConfigManagementPlugin
+metadata: {name: conc}
+spec:
+  generate:
+    command: [sh, -c]
+    args:
+    - |
+      touch "$ARGOCD_ENV_BARRIER/$(cat id)"
+      i=0
+      while [ "$(ls "$ARGOCD_ENV_BARRIER" | wc -l)" -lt %d ]; do
+        i=$((i+1)); [ $i -gt 300 ] && { echo "no overlap: alone at the barrier after 30 s" >&2; exit 9; }
+        sleep 0.1
+      done
+      printf '{"kind":"ConfigMap","metadata":{"name":"%%s-%%s"}}' "$ARGOCD_APP_NAME" "$(cat id)"
+`, n)
 	ts := startServer(t, plugin, nil)
-	roots := make([]string, 20)
+	roots := make([]string, n)
 	for i := range roots {
 		roots[i] = writeTree(t, map[string]string{"id": fmt.Sprint(i)})
 	}
@@ -418,7 +438,8 @@ func TestConcurrentGenerates(t *testing.T) {
 			return err
 		}
 		defer c.Close()
-		got, err := c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: roots[i], Env: []string{fmt.Sprintf("ARGOCD_APP_NAME=app%d", i)}})
+		got, err := c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: roots[i],
+			Env: []string{fmt.Sprintf("ARGOCD_APP_NAME=app%d", i), "ARGOCD_ENV_BARRIER=" + barrier}})
 		want := fmt.Sprintf(`{"kind":"ConfigMap","metadata":{"name":"app%d-%d"}}`, i, i)
 		if err == nil && (len(got) != 1 || got[0] != want) {
 			err = fmt.Errorf("request %d got %q", i, got)

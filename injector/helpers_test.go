@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/certs"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // testServer is a real webhook on loopback: HTTPS with a freshly issued
@@ -165,4 +167,23 @@ func (ts *testServer) get(t testing.TB, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// samples scrapes /metrics and parses it with Prometheus's own parser.
+func (ts *testServer) samples(t testing.TB) servingtest.Samples {
+	t.Helper()
+	_, body := ts.get(t, ts.metricsURL+"/metrics")
+	m, err := servingtest.ParseMetrics(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not a valid exposition: %v", err)
+	}
+	return m
+}
+
+// wantSample checks the sum of metric name's samples with labels (name=value).
+func wantSample(t testing.TB, m servingtest.Samples, name string, want float64, labels ...string) {
+	t.Helper()
+	if got := m.Sum(name, labels...); got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
 }

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
@@ -11,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // Injector is a `cmp-injector serve` process with its certificate files.
@@ -139,59 +138,25 @@ func (in *Injector) Output() string {
 }
 
 // Metrics scrapes the injector's /metrics (ScrapeMetrics).
-func (in *Injector) Metrics() (map[string]float64, error) {
+func (in *Injector) Metrics() (servingtest.Samples, error) {
 	return ScrapeMetrics(in.MetricsURL + "/metrics")
 }
 
-// ScrapeMetrics reads a Prometheus text endpoint and returns every sample as
-// "name{labels}" → value.
-func ScrapeMetrics(url string) (map[string]float64, error) {
+// ScrapeMetrics reads a Prometheus text endpoint with Prometheus's own parser
+// and returns every sample as "name{labels}" → value.
+func ScrapeMetrics(url string) (servingtest.Samples, error) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
+	return servingtest.ParseMetrics(resp.Body)
 }
 
-// Sum adds every sample of metric name whose labels contain all of the given
-// label="value" pairs.
-func Sum(samples map[string]float64, name string, labels ...string) float64 {
-	var total float64
-	for k, v := range samples {
-		if k != name && !strings.HasPrefix(k, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(k, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
+// Sum adds every sample of metric name whose labels include all of the given
+// name=value pairs.
+func Sum(samples servingtest.Samples, name string, labels ...string) float64 {
+	return samples.Sum(name, labels...)
 }
 
 // TLSClient trusts the injector's CA file (for direct calls to the webhook).
