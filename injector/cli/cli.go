@@ -31,6 +31,7 @@ var program = serving.Program{
 		{Name: "serve", Summary: "run the admission webhook", Run: serve},
 		{Name: "inject", Summary: "apply the webhook's injection to YAML documents (offline); exit 1 when one is denied", Run: injectCmd},
 		{Name: "explain", Summary: "say whether each pod or workload would be injected, denied or skipped, and why; exit 1 when one is denied", Run: explainCmd},
+		{Name: "doctor", Summary: "check an installation through the API, like linkerd check: webhook, certificate, catalog, namespaces, every opted-in pod (current or stale); exit 1 when a check fails", Run: doctorCmd},
 		{Name: "certs", Summary: "issue a CA and a serving certificate for the webhook Service", Run: issue},
 		{Name: "version", Summary: "print the version", Run: printVersion},
 	},

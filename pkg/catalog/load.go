@@ -157,6 +157,11 @@ func (c *Catalog) HasNamespace(namespace string) bool {
 	return ok
 }
 
+// Namespaces lists the namespace keys of the catalog, "*" included, sorted.
+func (c *Catalog) Namespaces() []string {
+	return slices.Sorted(maps.Keys(c.namespaces))
+}
+
 // IsEnabled reports whether plugin may be injected in namespace.
 func (c *Catalog) IsEnabled(namespace, plugin string) bool {
 	for _, n := range c.namespaces[namespace] {

@@ -13,6 +13,10 @@ const (
 	// StatusAnnotation is written by the injector: JSON of what it injected.
 	StatusAnnotation = "cmp-injector.io/status"
 
+	// WebhookName is the webhook's name in the MutatingWebhookConfiguration;
+	// the API server names it in every denial, doctor finds the webhook by it.
+	WebhookName = "inject.cmp-injector.io"
+
 	// EnabledValue is the only value of the two opt-in labels that means yes.
 	EnabledValue = "true"
 )

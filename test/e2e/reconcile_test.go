@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -234,6 +236,9 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 	}
 	t.Logf("leader per replica %v, patches per replica %v", each, patchesEach)
 	expectEvent(t, ns, "Pod", stored.Name, "PluginConfigUpdated", "day2-config")
+	if pr, _, _ := doctorPod(t, ins[0], leaseNS, stored.Name); !pr.OK || !strings.Contains(pr.Message, "current with catalog revision day2-config") {
+		t.Errorf("doctor on the current pod: %+v", pr)
+	}
 
 	t.Run("a bad projected config keeps the old one serving", func(t *testing.T) {
 		bad := updated.DeepCopy()
@@ -285,6 +290,18 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 			t.Error("the stale pod's config was changed")
 		}
 		t.Logf("stale status: %s", p.Annotations[keys.StatusAnnotation])
+		pr, text, code := doctorPod(t, ins[0], leaseNS, stored.Name)
+		if code != 1 || pr.OK || pr.Pod == nil || len(pr.Pod.Stale) == 0 || pr.Pod.Stale[0].Reason != inject.StaleImage ||
+			!strings.Contains(pr.Hint, "rollout restart deployment/"+dep.Name) {
+			t.Errorf("doctor on the stale pod: exit %d, %+v\n%s", code, pr, text)
+		}
+		// The webhook's URL answers with a certificate its caBundle verifies.
+		for _, want := range []string{"✘ " + ns + "/" + stored.Name + ": stale", "hint: restart it", "the caBundle verifies the certificate served at 127.0.0.1"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("doctor's text lacks %q:\n%s", want, text)
+			}
+		}
+		t.Logf("doctor says:\n%s", lastLines(text, 60))
 	})
 }
 
@@ -329,4 +346,64 @@ func expectEvent(t *testing.T, ns, kind, name, reason, want string) {
 		b, _ := json.MarshalIndent(seen, "", "  ")
 		t.Fatalf("%v; events: %s", err, b)
 	}
+}
+
+// doctorCheck is one check of `cmp-injector doctor -o json`.
+type doctorCheck struct {
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+	Hint    string `json:"hint"`
+	Pod     *struct {
+		Name  string              `json:"name"`
+		Stale []inject.Difference `json:"stale"`
+	} `json:"pod"`
+}
+
+// doctorPod runs doctor (JSON, then text) against the cluster as the admin,
+// with in's catalog file, and returns the check of the named pod, the text
+// output and the exit code.
+func doctorPod(t *testing.T, in *harness.Injector, installNS, pod string) (doctorCheck, string, int) {
+	t.Helper()
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(env.bins["cmp-injector"], append([]string{"doctor", "--kubeconfig", env.cp.Kubeconfig,
+			"--namespace", installNS, "--catalog", in.Catalog}, args...)...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String() + errOut.String(), code
+	}
+	js, code := run("-o", "json")
+	var rep struct {
+		OK     bool `json:"ok"`
+		Groups []struct {
+			Name   string        `json:"name"`
+			Checks []doctorCheck `json:"checks"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatalf("doctor -o json: %v\n%s", err, js)
+	}
+	if rep.OK != (code == 0) {
+		t.Errorf("doctor: ok %v but exit %d", rep.OK, code)
+	}
+	text, textCode := run()
+	if textCode != code {
+		t.Errorf("doctor exits %d with text, %d with json", textCode, code)
+	}
+	for _, g := range rep.Groups {
+		for _, c := range g.Checks {
+			if c.Pod != nil && c.Pod.Name == pod {
+				return c, text, code
+			}
+		}
+	}
+	t.Fatalf("doctor has no check of pod %s:\n%s", pod, text)
+	return doctorCheck{}, "", 0
 }
