@@ -107,6 +107,9 @@ func New(cfg Config, log *zap.Logger) *Server {
 			s.metrics.catalogInfo.Reset()
 			s.metrics.catalogInfo.WithLabelValues(c.Revision).Set(1)
 			log.Info("catalog loaded", zap.String("revision", c.Revision), zap.Strings("plugins", c.Names))
+			for _, w := range c.Warnings {
+				log.Warn("catalog: "+w, zap.String("revision", c.Revision))
+			}
 			if f := s.onCatalog.Load(); f != nil {
 				(*f)()
 			}

@@ -58,6 +58,11 @@ func (e *HelmError) Error() string {
 // Generate renders the chart in r.AppDir with `helm template`, writing the manifests
 // to r.Stdout. Warnings, including helm's on success, go to r.Stderr.
 func Generate(ctx context.Context, r Request) error {
+	// Said first: outside a chart every later check (values files, symlinks
+	// in what would be the chart) only confuses.
+	if _, err := os.Stat(filepath.Join(r.AppDir, "Chart.yaml")); err != nil {
+		return fmt.Errorf("no Chart.yaml in %s: cmp-server helm generate runs in a chart's directory, the Application's source path", r.AppDir)
+	}
 	opts, err := parseOptions(r.Env, r.Stderr)
 	if err != nil {
 		return err

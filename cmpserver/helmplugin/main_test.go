@@ -76,6 +76,9 @@ func TestMainErrors(t *testing.T) {
 		{"bad flag", "echo", []string{"generate", "--nope"}, 2, "flag provided but not defined"},
 		{"broken chart", "broken", []string{"generate"}, 1, "Error: parse error at (broken/templates/bad.yaml:5)"},
 		{"bad parameter", "echo", []string{"generate"}, 1, "cmp-server helm: " + keys.EnvAppParameters},
+		// Outside a chart (here: the charts directory, which holds links and
+		// files of its own) the first thing said is that there is no chart.
+		{"not a chart", "", []string{"generate"}, 1, "cmp-server helm: no Chart.yaml in "},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,9 @@ func offline(name string, args []string, stdio serving.IO) error {
 	if err != nil {
 		return fmt.Errorf("catalog %s: %w", *catFile, err)
 	}
+	for _, w := range cat.Warnings {
+		fmt.Fprintf(stdio.Stderr, "warning: catalog %s: %s\n", *catFile, w)
+	}
 	r := stdio.Stdin
 	if *in != "-" {
 		f, err := os.Open(*in)

@@ -118,6 +118,23 @@ func asValidation(err error, ve **ValidationError) bool {
 	return errors.As(err, ve)
 }
 
+// A default image its own allowedImages would refuse is valid, but said.
+func TestWarnsWhenImageNotInItsAllowedImages(t *testing.T) {
+	example, err := os.ReadFile("testdata/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(example)
+	if err != nil || len(c.Warnings) != 0 {
+		t.Fatalf("example: %v, warnings %q", err, c.Warnings)
+	}
+	odd := strings.Replace(string(example), `allowedImages: ["alpine/helm:*"]`, `allowedImages: ["ghcr.io/acme/helm:*"]`, 1)
+	c, err = Parse([]byte(odd))
+	if err != nil || len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], `plugins.helm.image "alpine/helm:3.16.2" does not match its own allowedImages (ghcr.io/acme/helm:*)`) {
+		t.Errorf("%v, warnings %q", err, c.Warnings)
+	}
+}
+
 func TestParseRejectsDuplicateKeysAndGarbage(t *testing.T) {
 	example, err := os.ReadFile("testdata/example.yaml")
 	if err != nil {

@@ -3,6 +3,7 @@ package catalog
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -89,6 +90,13 @@ func build(p *problems, f *File) *Catalog {
 			e.Config.ConfigMap = &ConfigMapRef{Name: pl.Config.ConfigMap.Name, Key: keys.PluginConfigFile}
 		}
 		c.Plugins[name] = e
+		if len(pl.AllowedImages) > 0 {
+			if ok, err := ImageAllowed(pl.Image, pl.AllowedImages); err == nil && !ok {
+				c.Warnings = append(c.Warnings, fmt.Sprintf(
+					"plugins.%s.image %q does not match its own allowedImages (%s): a pod cannot ask for that image back by annotation",
+					name, pl.Image, strings.Join(pl.AllowedImages, ", ")))
+			}
+		}
 	}
 	validateSockets(p, c.Plugins, names)
 	validateNamespaces(p, f.Namespaces, f.Plugins, names)

@@ -106,7 +106,10 @@ type Catalog struct {
 	Defaults ResolvedDefaults
 	Plugins  map[string]*Entry
 	// Names lists the catalog names in sorted order, for messages.
-	Names      []string
+	Names []string
+	// Warnings are what is valid but likely a mistake, e.g. a default image
+	// its own allowedImages would refuse; whoever loads the catalog shows them.
+	Warnings   []string
 	namespaces map[string][]string
 }
 

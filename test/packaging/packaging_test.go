@@ -172,9 +172,19 @@ func TestRenderIsDeterministic(t *testing.T) {
 	}
 }
 
+// "" is helm template without --kube-version: helm reports v1.20, which the
+// chart does not support, so it renders for v1.33 rather than for no cluster
+// anyone runs (native sidecars off, no matchConditions); kubeVersion wins.
 func TestNativeSidecarsFollowKubeVersion(t *testing.T) {
-	for ver, want := range map[string]bool{"1.28.9": false, "1.29.0": true, "1.34.4": true} {
-		out, err := helmTemplate(t, "--kube-version", ver, "--show-only", "templates/catalog-configmap.yaml")
+	for ver, want := range map[string]bool{"1.28.9": false, "1.29.0": true, "1.34.4": true, "": true, "kubeVersion=1.28.0": false} {
+		args := []string{"--show-only", "templates/catalog-configmap.yaml"}
+		switch {
+		case strings.HasPrefix(ver, "kubeVersion="):
+			args = append(args, "--set", ver)
+		case ver != "":
+			args = append(args, "--kube-version", ver)
+		}
+		out, err := helmTemplate(t, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +196,22 @@ func TestNativeSidecarsFollowKubeVersion(t *testing.T) {
 		if cat.Defaults.NativeSidecars != want {
 			t.Errorf("kube %s: nativeSidecars = %v, want %v", ver, cat.Defaults.NativeSidecars, want)
 		}
+	}
+}
+
+// A namespace naming a plugin the catalog does not define fails the render
+// with the injector's own message, instead of an injector that never becomes
+// ready.
+func TestUnknownPluginFailsRender(t *testing.T) {
+	_, err := helmTemplate(t, "--set", "catalog.namespaces.argocd[0]=helmm")
+	want := `catalog: namespaces.argocd[0]: unknown plugin "helmm" (known: helm, kustomize, kustomize-helm, trivial-cmp)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("render: %v, want %q", err, want)
+	}
+	// The injector says the same of the same catalog.
+	_, err = catalog.Parse([]byte("apiVersion: cmp-injector.io/v1alpha1\nkind: PluginCatalog\nplugins:\n  helm: {image: a:1, config: {fromImage: true}}\n  kustomize: {image: a:1, config: {fromImage: true}}\nnamespaces:\n  argocd: [helmm]\n"))
+	if err == nil || !strings.Contains(err.Error(), `namespaces.argocd[0]: unknown plugin "helmm" (known: helm, kustomize)`) {
+		t.Errorf("injector: %v", err)
 	}
 }
 

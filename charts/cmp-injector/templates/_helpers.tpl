@@ -39,11 +39,28 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (printf "%s-tls" (include "cmp-injector.fullname" .)) .Values.certificates.secretName }}
 {{- end }}
 
+{{/*
+The Kubernetes version the chart renders for: kubeVersion if set, else the
+cluster's. helm template without --kube-version reports v1.20.0, which this
+chart does not support (1.27+); that can only be an offline render, which then
+targets minimumAssumedVersion, native sidecars and matchConditions included.
+NOTES.txt says which it was.
+*/}}
+{{- define "cmp-injector.kubeVersion" -}}
+{{- if .Values.kubeVersion }}
+{{- .Values.kubeVersion }}
+{{- else if semverCompare "<1.27.0-0" .Capabilities.KubeVersion.Version }}
+{{- "v1.33.0" }}
+{{- else }}
+{{- .Capabilities.KubeVersion.Version }}
+{{- end }}
+{{- end }}
+
 {{/* Whether plugin sidecars are native sidecars, resolving "auto" from the cluster version. */}}
 {{- define "cmp-injector.nativeSidecars" -}}
 {{- $v := toString .Values.catalog.nativeSidecars }}
 {{- if eq $v "auto" }}
-{{- semverCompare ">=1.29.0-0" .Capabilities.KubeVersion.Version }}
+{{- semverCompare ">=1.29.0-0" (include "cmp-injector.kubeVersion" .) }}
 {{- else }}
 {{- eq $v "true" }}
 {{- end }}
@@ -58,6 +75,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- range $name, $plugin := .Values.catalog.plugins }}
 {{- $_ := set $plugins $name $plugin }}
+{{- end }}
+{{- /* The injector refuses a catalog whose namespaces name a plugin it does not
+define, and would never become ready; say it here, in the injector's words. */}}
+{{- $known := keys $plugins | sortAlpha }}
+{{- range $ns := keys .Values.catalog.namespaces | sortAlpha }}
+{{- $seen := dict }}
+{{- range $i, $name := index $.Values.catalog.namespaces $ns }}
+{{- if not (hasKey $plugins $name) }}
+{{- fail (printf "catalog: namespaces.%s[%d]: unknown plugin %q (known: %s)" $ns $i $name (join ", " $known)) }}
+{{- end }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "catalog: namespaces.%s[%d]: duplicate plugin %q" $ns $i $name) }}
+{{- end }}
+{{- $_ := set $seen $name true }}
+{{- end }}
 {{- end }}
 {{- $copyTag := default .Chart.AppVersion .Values.catalog.copyImage.tag }}
 {{- $catalog := dict
