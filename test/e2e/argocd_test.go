@@ -198,7 +198,7 @@ func argoCases(t *testing.T, rs *harness.RepoServer, rel harness.ArgoRelease, re
 		if announced[0] != announced[1] {
 			t.Errorf("announcements differ:\n  ours: %s\n  Argo: %s", announced[0], announced[1])
 		}
-		t.Logf("both servers: %v; error: %s", seen[0], failed[0])
+		t.Logf("as expected, both servers answer alike: %v; the same expected error text: %s", seen[0], failed[0])
 	})
 
 	t.Run("discovery chooses the right plugin of two", func(t *testing.T) {

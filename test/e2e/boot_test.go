@@ -151,7 +151,7 @@ func checkStartupProbes(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod
 		if err == nil || !strings.Contains(out, reason) {
 			t.Errorf("%s: startupProbe after the server went away: %v, want a failure saying %q:\n%s", c.Name, err, reason, out)
 		} else {
-			t.Logf("%s: startupProbe passed while serving, then failed: %s", c.Name, strings.TrimSpace(out))
+			t.Logf("%s: as expected, the startupProbe passes while the server serves and, once it is gone (%s), reports: %s", c.Name, reason, strings.TrimSpace(out))
 		}
 		probed++
 	}

@@ -143,7 +143,7 @@ func TestRealChain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("FailedCreate: %s", msg)
+		t.Logf("as expected, the ReplicaSet reports the denial (FailedCreate): %s", msg)
 		for _, want := range []string{"no-such-plugin", "evil.example/helm:6.6.6", "inject.cmp-injector.io"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("FailedCreate message lacks %q: %s", want, msg)

@@ -209,7 +209,7 @@ func TestInjectorDown(t *testing.T) {
 					t.Fatal("pod admitted with the injector down and failurePolicy Fail")
 				}
 				msg := apiMessage(t, err)
-				t.Logf("the user sees: %s", msg)
+				t.Logf("as expected (injector down, failurePolicy Fail), the pod is refused; the user sees: %s", msg)
 				if !strings.Contains(msg, "inject.cmp-injector.io") {
 					t.Errorf("message %q does not name the webhook", msg)
 				}

@@ -117,7 +117,7 @@ func TestInjection(t *testing.T) {
 				t.Fatal("pod was admitted")
 			}
 			msg := apiMessage(t, err)
-			t.Logf("the user sees: %s", msg)
+			t.Logf("as expected, the pod is denied; the user sees: %s", msg)
 			for _, w := range d.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q does not name %q", msg, w)

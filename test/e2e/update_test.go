@@ -87,7 +87,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 			if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, tc.want) {
 				t.Fatalf("patch %s: %v, want a denial containing %q", tc.patch, err, tc.want)
 			}
-			t.Logf("denied: %s", apiErr.Message)
+			t.Logf("as expected, the update is denied: %s", apiErr.Message)
 		})
 	}
 	t.Run("the injector's own identity may update", func(t *testing.T) {

@@ -61,8 +61,10 @@ func run() error {
 	defer cancel()
 	testdata := filepath.Join(repo, "test", "e2e", "testdata")
 
-	fmt.Println("==> building cmp-injector and cmp-server")
-	bins, err := harness.BuildBinaries(ctx, filepath.Join(root, "bin"), "cmp-injector", "cmp-server")
+	// Into the clone's bin/, where the README's commands look for them after
+	// the demo.
+	fmt.Println("==> building cmp-injector and cmp-server into bin/")
+	bins, err := harness.BuildBinaries(ctx, filepath.Join(repo, "bin"), "cmp-injector", "cmp-server")
 	if err != nil {
 		return err
 	}
@@ -153,7 +155,9 @@ func run() error {
 	defer rs.Stop()
 	sockets, _ := os.ReadDir(rs.Pod.Volumes[keys.PluginsVolume])
 	for _, e := range sockets {
-		fmt.Printf("listening: %s\n", filepath.Join(keys.PluginSocketDir, e.Name()))
+		// The pod's path, and where that volume really is on this machine.
+		fmt.Printf("listening: %s (on this machine: %s)\n", filepath.Join(keys.PluginSocketDir, e.Name()),
+			filepath.Join(rs.Pod.Volumes[keys.PluginsVolume], e.Name()))
 	}
 	fmt.Printf("argocd-repo-server %s serving gRPC at %s\n", argo.Version, rs.Addr)
 
