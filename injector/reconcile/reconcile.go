@@ -363,8 +363,12 @@ func (r *Reconciler) setStale(key string, diffs []inject.Difference) {
 		seen := map[[2]string]bool{}
 		for _, d := range ds {
 			plugin := d.Plugin
-			if plugin == "" {
+			switch {
+			case plugin != "":
+			case d.Reason == inject.StaleCopyImage:
 				plugin = keys.CopyInitContainer
+			default:
+				plugin = keys.RepoServerContainer
 			}
 			k := [2]string{plugin, string(d.Reason)}
 			if !seen[k] {

@@ -46,6 +46,9 @@ const (
 	// StaleContainerSpec: anything else in an owned container (command, mounts,
 	// probe), e.g. after an upgrade of the injector.
 	StaleContainerSpec StaleReason = "container_spec"
+	// StaleRepoServerEnv: the catalog's repo-server settings (defaults.repoServer),
+	// env of the repo-server container.
+	StaleRepoServerEnv StaleReason = "repo_server_env"
 )
 
 // Difference is one thing only a restart changes.
@@ -166,6 +169,7 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 			stale("", StaleCopyImage, "the copy init container runs %s, the catalog's copy image is %s (the plugin server binary of every sidecar)", c.Image, cat.Defaults.CopyImage)
 		}
 	}
+	d.Stale = append(d.Stale, repoServerEnvDrift(pod, st, cat)...)
 	sort.SliceStable(d.Stale, func(i, j int) bool {
 		if d.Stale[i].Plugin != d.Stale[j].Plugin {
 			return d.Stale[i].Plugin < d.Stale[j].Plugin
@@ -369,4 +373,37 @@ func sourceText(v *corev1.Volume) string {
 		return "the pod's annotation (inline)"
 	}
 	return "volume " + v.Name
+}
+
+// repoServerEnvDrift compares the env the injector added to the repo-server
+// container (listed in the status) with the catalog's, and names what the
+// catalog would add now.
+func repoServerEnvDrift(pod *corev1.Pod, st *Status, cat *catalog.Catalog) []Difference {
+	i := repoServerIndex(pod)
+	if i < 0 {
+		return nil
+	}
+	c := pod.Spec.Containers[i]
+	want := map[string]string{}
+	for _, e := range cat.Defaults.RepoServerEnv {
+		want[e.Name] = e.Value
+	}
+	var out []Difference
+	for _, n := range st.RepoServerEnv {
+		have := ""
+		for _, e := range c.Env {
+			if e.Name == n {
+				have = e.Value
+			}
+		}
+		if w, ok := want[n]; !ok || w != have {
+			out = append(out, Difference{Reason: StaleRepoServerEnv, Message: fmt.Sprintf(
+				"the repo-server container has %s=%s, the catalog says %s", n, quoteBounded(have), quoteBounded(w))})
+		}
+	}
+	for _, e := range missingEnv(c, cat.Defaults.RepoServerEnv) {
+		out = append(out, Difference{Reason: StaleRepoServerEnv, Message: fmt.Sprintf(
+			"the catalog now sets %s=%s in the repo-server container", e.Name, quoteBounded(e.Value))})
+	}
+	return out
 }

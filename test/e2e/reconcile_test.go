@@ -225,7 +225,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		t.Errorf("the Deployment changed (generation %d): a GitOps tool would see drift", depNow.Generation)
 	}
 	leaders, each := metricSum(t, ins, "cmp_injector_reconcile_leader")
-	patches, patchesEach := metricSum(t, ins, "cmp_injector_reconcile_patches_total", `result="success"`)
+	patches, patchesEach := metricSum(t, ins, "cmp_injector_reconcile_patches_total", "result=success")
 	if leaders != 1 || patches < 1 {
 		t.Fatalf("leaders %v, patches %v", each, patchesEach)
 	}
@@ -266,7 +266,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		cat["revision"] = "day2-image"
 		setCatalog(t, ins, cat)
 		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
-			v, _ := metricSum(t, ins, "cmp_injector_stale_pods", `plugin="helm"`, `reason="image"`)
+			v, _ := metricSum(t, ins, "cmp_injector_stale_pods", "plugin=helm", "reason=image")
 			return v == 1, fmt.Errorf("cmp_injector_stale_pods{plugin=helm,reason=image} = %v", v)
 		})
 		if err != nil {
@@ -302,6 +302,47 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 			}
 		}
 		t.Logf("doctor says:\n%s", lastLines(text, 60))
+	})
+
+	t.Run("rollout auto restarts the Deployment", func(t *testing.T) {
+		for _, in := range ins {
+			if err := in.Stop(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		auto := reconcilingInjectors(t, 1, leaseNS, mustYAML(t, cat), "--rollout=auto")
+		var d appsv1.Deployment
+		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/"+dep.Name, &d); err != nil {
+				return false, err
+			}
+			got := d.Spec.Template.Annotations[keys.RolloutAnnotation]
+			return got == "day2-image", fmt.Errorf("template annotation %s = %q", keys.RolloutAnnotation, got)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectEvent(t, ns, "Deployment", dep.Name, "PluginRollout", "day2-image")
+		// The Deployment's new pod is injected with the catalog as it is now.
+		err = harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+			pods, err := c.ListPods(ns, "app=repo-server")
+			if err != nil {
+				return false, err
+			}
+			for i := range pods {
+				if pods[i].Name != stored.Name {
+					st := status(t, &pods[i])
+					return st.Revision == "day2-image" && len(st.Stale) == 0, fmt.Errorf("new pod status %+v", st)
+				}
+			}
+			return false, fmt.Errorf("no new pod yet (%d pods)", len(pods))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := metricSum(t, auto, "cmp_injector_reconcile_rollouts_total"); n != 1 {
+			t.Errorf("%v rollouts, want 1", n)
+		}
 	})
 }
 
