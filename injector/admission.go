@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
@@ -64,7 +65,28 @@ func DecodeReview(contentType string, body []byte) (*admissionv1.AdmissionReview
 // response to send and the report behind it.
 func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted func(username string) bool) (*admissionv1.AdmissionResponse, *inject.Report) {
 	report := inject.Review(req, cat, trusted)
-	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	return respond(req.UID, report), report
+}
+
+// decodeLite decodes a pod CREATE's review in one pass over the body (see
+// inject.LiteReview); false for anything else, including every request
+// DecodeReview refuses, which then takes the whole decode and its messages.
+func decodeLite(contentType string, body []byte) (*inject.LiteRequest, bool) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "application/json" || len(body) > MaxReviewBytes {
+		return nil, false
+	}
+	var review inject.LiteReview
+	if json.Unmarshal(body, &review) != nil || review.APIVersion != admissionGVK.GroupVersion().String() ||
+		review.Kind != admissionGVK.Kind || review.Request == nil || review.Request.UID == "" || !review.Request.Lite() {
+		return nil, false
+	}
+	return review.Request, true
+}
+
+// respond is the AdmissionResponse for report.
+func respond(uid types.UID, report *inject.Report) *admissionv1.AdmissionResponse {
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true}
 	switch report.Decision {
 	case inject.Injected:
 		pt := admissionv1.PatchTypeJSONPatch
@@ -81,7 +103,7 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 			resp.Result.Code, resp.Result.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
 		}
 	}
-	return resp, report
+	return resp
 }
 
 // encodeResponse wraps a response in a review of the same version it came in.

@@ -1,10 +1,15 @@
 package injector
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
 )
 
 // FuzzDecodeReview: any body gets either a decoded review with a request and a
@@ -37,6 +42,44 @@ func FuzzDecodeReview(f *testing.F) {
 		}
 		if !resp.Allowed && (resp.Result == nil || resp.Result.Message == "" || resp.Result.Code == http.StatusOK) {
 			t.Fatalf("denial without a message: %+v", resp.Result)
+		}
+	})
+}
+
+// FuzzLiteReviewMatchesFull: whenever the whole decode accepts a review and
+// its pod, the one-pass decode of a pod CREATE answers it byte for byte as the
+// whole path does. (The one-pass decode skips fields injection does not read,
+// so it does not refuse a malformed field there; the API server never sends
+// one.)
+func FuzzLiteReviewMatchesFull(f *testing.F) {
+	f.Add([]byte(podReview("u", "argocd", []byte(testPod), false)))
+	f.Add([]byte(podReview("u", "", bigPod(3), true)))
+	f.Add([]byte(podReview("u", "argocd", []byte(`{"metadata":{"labels":{"cmp-injector.io/inject":"true"},"annotations":{"cmp-injector.io/plugins":"helm","cmp-injector.io/status":"{}"}}}`), false)))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"version":"v1","resource":"services"},"object":{}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"version":"v1","resource":"pods"},"object":null}}`))
+	cat, err := catalog.Load("testdata/catalog.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		lite, ok := decodeLite("application/json", body)
+		if !ok {
+			return
+		}
+		review, err := DecodeReview("application/json", body)
+		if err != nil {
+			return // a malformed field the one-pass decode does not read
+		}
+		var whole corev1.Pod
+		if json.Unmarshal(review.Request.Object.Raw, &whole) != nil {
+			return
+		}
+		want, _ := Review(review.Request, cat, nil)
+		got := respond(lite.UID, inject.ReviewLite(lite, cat))
+		wb, _ := encodeResponse(want)
+		gb, _ := encodeResponse(got)
+		if !bytes.Equal(wb, gb) {
+			t.Fatalf("one-pass answer differs:\n got %s\nwant %s", gb, wb)
 		}
 	})
 }

@@ -17,25 +17,57 @@ import (
 )
 
 // BenchmarkHandler measures one review through the HTTP handler (no network):
-// decode, decide, patch, encode, metrics and logging.
+// decode, decide, patch, encode, metrics and logging, for the small test pod
+// and for a 50-container pod whose containers carry env, mounts and probes.
 func BenchmarkHandler(b *testing.B) {
 	s := New(Config{CatalogFile: "testdata/catalog.yaml"}, zap.NewNop())
 	if _, err := s.catalog.Reload(); err != nil {
 		b.Fatal(err)
 	}
 	h := s.WebhookHandler()
-	body := podReview("u", "argocd", []byte(testPod), false)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != 200 {
-			b.Fatal(rec.Code)
-		}
+	for _, tc := range []struct {
+		name string
+		pod  []byte
+	}{{"pod", []byte(testPod)}, {"pod50", bigPod(50)}} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := podReview("u", "argocd", tc.pod, false)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatal(rec.Code)
+				}
+			}
+		})
 	}
+}
+
+// bigPod is the test pod with n containers, each with env, mounts, probes and
+// resources, as a repo-server's container has.
+func bigPod(n int) []byte {
+	var ctrs []string
+	for i := range n {
+		name := "argocd-repo-server"
+		if i > 0 {
+			name = fmt.Sprintf("worker-%d", i)
+		}
+		var env []string
+		for j := range 12 {
+			env = append(env, fmt.Sprintf(`{"name":"SETTING_%d","valueFrom":{"configMapKeyRef":{"name":"argocd-cmd-params-cm","key":"reposerver.setting.%d","optional":true}}}`, j, j))
+		}
+		ctrs = append(ctrs, fmt.Sprintf(`{"name":%q,"image":"quay.io/argoproj/argocd:v3.6.1","args":["/usr/local/bin/argocd-repo-server"],`+
+			`"env":[%s],"volumeMounts":[{"name":"tmp","mountPath":"/tmp"},{"name":"gpg-keys","mountPath":"/app/config/gpg/source"},{"name":"plugins","mountPath":"/home/argocd/cmp-server/plugins"}],`+
+			`"readinessProbe":{"httpGet":{"path":"/healthz?full=true","port":8084},"periodSeconds":30},"livenessProbe":{"httpGet":{"path":"/healthz","port":8084}},`+
+			`"resources":{"requests":{"cpu":"250m","memory":"256Mi"}},"securityContext":{"runAsNonRoot":true,"readOnlyRootFilesystem":true,"capabilities":{"drop":["ALL"]}}}`,
+			name, strings.Join(env, ",")))
+	}
+	return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"repo","labels":{"cmp-injector.io/inject":"true"},` +
+		`"annotations":{"cmp-injector.io/plugins":"helm"}},"spec":{"volumes":[{"name":"tmp","emptyDir":{}},{"name":"gpg-keys","configMap":{"name":"argocd-gpg-keys-cm"}},{"name":"plugins","emptyDir":{}}],` +
+		`"containers":[` + strings.Join(ctrs, ",") + `]}}`)
 }
 
 // TestLoad posts reviews over HTTPS on loopback at 1, 16 and 64 concurrent

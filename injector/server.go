@@ -221,9 +221,25 @@ func (s *Server) countConns(_ net.Conn, state http.ConnState) {
 	}
 }
 
-// TLSConfig serves the reloaded certificate with TLS 1.2 or later.
+// TLSConfig serves the reloaded certificate with TLS 1.2 or later, offering
+// HTTP/2 (which kube-apiserver's webhook client prefers: one connection
+// carries its concurrent reviews) and HTTP/1.1.
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate,
+		NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// http2Config bounds each HTTP/2 connection. The standard library's server
+// carries the rapid-reset protections (CVE-2023-44487: at most
+// MaxConcurrentStreams handlers run per connection, the rest queue, and a
+// connection whose queue keeps growing is closed) and the CONTINUATION flood
+// one (CVE-2023-45288: header blocks are bounded by MaxHeaderBytes).
+var http2Config = &http.HTTP2Config{
+	// kube-apiserver sends at most a few hundred reviews at once per server.
+	MaxConcurrentStreams: 250,
+	// Flow control windows sized for a review (at most MaxReviewBytes).
+	MaxReceiveBufferPerStream:     1 << 20,
+	MaxReceiveBufferPerConnection: 4 << 20,
 }
 
 // LoadInitial reads the catalog and certificate once and returns every
@@ -273,7 +289,7 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 	errLog := zap.NewStdLog(s.log.Named("http"))
 	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns}
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns, HTTP2: http2Config}
 	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
 
 	errc := make(chan error, 2)

@@ -1,6 +1,8 @@
 package inject
 
 import (
+	"encoding/json"
+
 	"fmt"
 	"path"
 	"sort"
@@ -15,6 +17,13 @@ import (
 // Inject decides for one pod being created in namespace. The input pod is not
 // modified; an injected Report carries a mutated copy and the JSON Patch.
 func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
+	return injectPod(pod, namespace, cat, false)
+}
+
+// injectPod is Inject; inPlace mutates the input pod itself, which becomes
+// Report.Pod, instead of a deep copy (the webhook decodes a pod of its own and
+// sends only the patch).
+func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, inPlace bool) *Report {
 	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
 		return skipped(ReasonNotLabelled)
 	}
@@ -30,7 +39,7 @@ func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
-	return apply(pod, cat, plan)
+	return apply(pod, cat, plan, inPlace)
 }
 
 // plan is what resolve decided to add, before anything is built.
@@ -152,31 +161,41 @@ func checkCollisions(pod *corev1.Pod, entries []*catalog.Entry) []Problem {
 }
 
 // apply builds the mutated pod and the patch in one pass so they cannot disagree.
-func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
-	pod := in.DeepCopy()
+func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report {
+	if !inPlace {
+		pod = pod.DeepCopy()
+	}
 	var ops patch
 	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
 	uid := sidecarUID(pod, cat)
 	native := cat.Defaults.NativeSidecars
 
+	enc := encodedFor(cat)
+
 	// Volumes: the shared pair only when missing, then each plugin's own.
 	var vols []corev1.Volume
+	var volsJSON []json.RawMessage
 	have := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		have[v.Name] = true
 	}
 	for _, n := range []string{keys.VarFilesVolume, keys.PluginsVolume} {
 		if !have[n] {
-			vols = append(vols, emptyDir(n))
+			v := emptyDir(n)
+			vols = append(vols, v)
+			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: n}, v))
 		}
 	}
 	for _, e := range p.entries {
-		vols = append(vols, pluginVolumes(e)...)
+		for _, v := range pluginVolumes(e) {
+			vols = append(vols, v)
+			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: v.Name}, v))
+		}
 	}
 	for _, v := range vols {
 		status.Volumes = append(status.Volumes, v.Name)
 	}
-	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), vols)
+	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), volsJSON)
 	pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 
 	// The repo-server needs the socket directory.
@@ -202,27 +221,34 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan) *Report {
 
 	// The copy init container goes last among init containers so it follows any
 	// copyutil; native sidecars follow it because they exec what it copies.
-	inits := []corev1.Container{copyContainer(cat, uid)}
+	cp := copyContainer(cat, uid)
+	inits := []corev1.Container{cp}
+	initsJSON := []json.RawMessage{enc.json(encKey{kind: "copy", uid: uid}, cp)}
 	status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
 	var sidecars []corev1.Container
+	var sidecarsJSON []json.RawMessage
 	for _, e := range p.entries {
-		sidecars = append(sidecars, sidecar(cat, e, p.images[e.Name], uid, native))
+		c := sidecar(cat, e, p.images[e.Name], uid, native)
+		sidecars = append(sidecars, c)
+		sidecarsJSON = append(sidecarsJSON, enc.json(encKey{kind: "sidecar", name: e.Name, image: p.images[e.Name], uid: uid, native: native}, c))
 	}
 	var mains []corev1.Container
+	var mainsJSON []json.RawMessage
 	if native {
 		inits = append(inits, sidecars...)
+		initsJSON = append(initsJSON, sidecarsJSON...)
 		for _, c := range sidecars {
 			status.InitContainers = append(status.InitContainers, c.Name)
 		}
 	} else {
-		mains = sidecars
+		mains, mainsJSON = sidecars, sidecarsJSON
 		for _, c := range sidecars {
 			status.Containers = append(status.Containers, c.Name)
 		}
 	}
-	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), inits)
+	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), initsJSON)
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, inits...)
-	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), mains)
+	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), mainsJSON)
 	pod.Spec.Containers = append(pod.Spec.Containers, mains...)
 
 	// Annotations: inline configs for the downwardAPI volumes, then the status.

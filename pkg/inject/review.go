@@ -28,20 +28,29 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 	if cat == nil {
 		return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
-	}
 	if req.Operation == admissionv1.Update {
-		var old corev1.Pod
+		var pod, old corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
+		}
 		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
 			return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod before the update: " + err.Error()}})
 		}
 		return Update(&old, &pod, cat, trusted != nil && trusted(req.UserInfo.Username))
 	}
+	// CREATE, every pod of the cluster that matches the webhook's selector:
+	// only what injection reads is decoded, and the decoded pod is mutated in
+	// place, as only the patch is sent (see slim.go).
+	pod, err := decodeSlimPod(req.Object.Raw)
+	if err != nil {
+		return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
+	}
 	ns := req.Namespace
 	if ns == "" {
 		ns = pod.Namespace
 	}
-	return Inject(&pod, ns, cat)
+	r := injectPod(pod, ns, cat, true)
+	// It is the slim pod: nothing may mistake it for the whole mutated pod.
+	r.Pod = nil
+	return r
 }
