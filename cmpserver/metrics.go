@@ -2,17 +2,18 @@ package cmpserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path"
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Metrics are the server's Prometheus collectors, on a private registry so that
@@ -123,17 +124,10 @@ func (m *Metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 // httpHandler serves /healthz (the process is alive), /readyz (the socket is
 // being served and not draining) and /metrics.
 func (m *Metrics) httpHandler(ready *atomic.Bool) http.Handler {
-	r := mux.NewRouter()
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	return serving.MetricsRouter(m.Registry, func() error {
 		if !ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
+			return errors.New("the socket is not served (starting or draining)")
 		}
-		_, _ = w.Write([]byte("ok\n"))
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})).Methods(http.MethodGet)
-	return r
+		return nil
+	})
 }

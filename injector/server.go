@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 
@@ -100,7 +98,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 // New wires a server; nothing is read until Run.
 func New(cfg Config, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, log: log, metrics: NewMetrics()}
-	s.catalog = catalog.NewWatcher(cfg.CatalogFile, cfg.Poll, catalog.Hooks{
+	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Hooks{
 		Loaded: func(c *catalog.Catalog) {
 			s.metrics.catalogReloads.Inc()
 			s.metrics.catalogOK.Set(1)
@@ -151,35 +149,17 @@ func (s *Server) Ready() error {
 	return nil
 }
 
-// Routes are shared by both listeners; only the metrics listener has /metrics
-// and only the HTTPS one has /mutate.
-func (s *Server) health(r *mux.Router) {
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Ready(); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	}).Methods(http.MethodGet, http.MethodHead)
-}
-
 // WebhookHandler serves /mutate, /healthz and /readyz.
 func (s *Server) WebhookHandler() http.Handler {
 	r := mux.NewRouter()
 	r.Handle("/mutate", http.HandlerFunc(s.mutate)).Methods(http.MethodPost)
-	s.health(r)
+	serving.Health(r, s.Ready)
 	return s.recoverer(r)
 }
 
 // MetricsHandler serves /metrics, /healthz and /readyz over plain HTTP.
 func (s *Server) MetricsHandler() http.Handler {
-	r := mux.NewRouter()
-	r.Handle("/metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	s.health(r)
-	return s.recoverer(r)
+	return s.recoverer(serving.MetricsRouter(s.metrics.Registry, s.Ready))
 }
 
 // recoverer turns a panic into a 500 and a metric instead of a dropped
@@ -283,8 +263,16 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 	}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	defer stopPolling()
-	go s.catalog.Run(pollCtx)
-	go s.certs.Run(pollCtx, s.cfg.Poll)
+	// One reloader policy for both files: a change of content, or a new
+	// distinct error reading them, calls Reload once; recovery is the next
+	// successful load, which the hooks log. The first check finds the files
+	// LoadInitial read and Reload skips content it has seen.
+	for _, p := range []*serving.Poller{
+		{Interval: s.cfg.Poll, Fingerprint: serving.FileHash(s.cfg.CatalogFile), OnChange: func(string, error) { _, _ = s.catalog.Reload() }},
+		{Interval: s.cfg.Poll, Fingerprint: serving.FileHash(s.cfg.CertFile, s.cfg.KeyFile), OnChange: func(string, error) { _ = s.certs.Reload() }},
+	} {
+		go p.Run(pollCtx)
+	}
 
 	errLog := zap.NewStdLog(s.log.Named("http"))
 	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,

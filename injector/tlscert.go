@@ -2,7 +2,6 @@ package injector
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,22 +11,22 @@ import (
 	"time"
 )
 
-// CertReloader serves the newest valid key pair from two files. Secrets mounted
-// as volumes are replaced by a symlink swap, so it compares content on every
-// poll instead of relying on file events.
+// CertReloader serves the newest valid key pair from two files. The server
+// polls both with a serving.Poller (content fingerprints: Secrets mounted as
+// volumes are replaced by a symlink swap, which file events miss) and calls
+// Reload on each change, so each distinct error is reported once.
 type CertReloader struct {
 	certFile, keyFile string
 	onLoad            func(notAfter time.Time)
 	onError           func(error)
 
-	current      atomic.Pointer[tls.Certificate]
-	mu           sync.Mutex
-	lastCert     []byte
-	lastKey      []byte
-	lastErrShown string
+	current  atomic.Pointer[tls.Certificate]
+	mu       sync.Mutex
+	lastCert []byte
+	lastKey  []byte
 }
 
-// NewCertReloader returns a reloader; call Reload once, then Run.
+// NewCertReloader returns a reloader; nothing is read before the first Reload.
 func NewCertReloader(certFile, keyFile string, onLoad func(time.Time), onError func(error)) *CertReloader {
 	return &CertReloader{certFile: certFile, keyFile: keyFile, onLoad: onLoad, onError: onError}
 }
@@ -70,7 +69,7 @@ func (r *CertReloader) Reload() error {
 		return r.fail(err)
 	}
 	pair.Leaf = leaf
-	r.lastCert, r.lastKey, r.lastErrShown = certPEM, keyPEM, ""
+	r.lastCert, r.lastKey = certPEM, keyPEM
 	r.current.Store(&pair)
 	if r.onLoad != nil {
 		r.onLoad(leaf.NotAfter)
@@ -78,27 +77,11 @@ func (r *CertReloader) Reload() error {
 	return nil
 }
 
-// fail reports an error once per distinct message, not on every poll.
+// fail reports err; the Poller calls Reload once per change or distinct
+// error, so it is not repeated on every poll.
 func (r *CertReloader) fail(err error) error {
-	if err.Error() != r.lastErrShown {
-		r.lastErrShown = err.Error()
-		if r.onError != nil {
-			r.onError(err)
-		}
+	if r.onError != nil {
+		r.onError(err)
 	}
 	return err
-}
-
-// Run polls until ctx ends.
-func (r *CertReloader) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = r.Reload()
-		}
-	}
 }

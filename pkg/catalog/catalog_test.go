@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 func TestParseExample(t *testing.T) {
@@ -187,7 +189,7 @@ func TestWatcherFollowsSymlinkSwapAndKeepsOldOnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var loaded, failed atomic.Int32
-	w := NewWatcher(filepath.Join(dir, "catalog.yaml"), 10*time.Millisecond, Hooks{
+	w := NewWatcher(filepath.Join(dir, "catalog.yaml"), Hooks{
 		Loaded: func(*Catalog) { loaded.Add(1) },
 		Failed: func(error) { failed.Add(1) },
 	})
@@ -199,7 +201,10 @@ func TestWatcherFollowsSymlinkSwapAndKeepsOldOnError(t *testing.T) {
 	writeVersion(2, []byte("apiVersion: nope\n"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go w.Run(ctx)
+	// Polled as the injector polls it.
+	p := &serving.Poller{Interval: 10 * time.Millisecond, Fingerprint: serving.FileHash(filepath.Join(dir, "catalog.yaml")),
+		OnChange: func(string, error) { _, _ = w.Reload() }}
+	go p.Run(ctx)
 	waitFor(t, func() bool { return failed.Load() == 1 })
 	if w.Current() != first {
 		t.Fatal("a bad version replaced the catalog")

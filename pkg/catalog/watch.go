@@ -1,12 +1,10 @@
 package catalog
 
 import (
-	"context"
 	"crypto/sha256"
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Hooks observe a Watcher; both are optional and called from the polling goroutine.
@@ -18,13 +16,13 @@ type Hooks struct {
 	Failed func(error)
 }
 
-// Watcher keeps the newest valid catalog of a file. It compares a hash of the
-// content on every poll rather than watching mtimes, because a ConfigMap volume
-// updates by swapping a symlink and inotify on the file misses that.
+// Watcher keeps the newest valid catalog of a file. Who polls it calls Reload
+// (the injector does, from a serving.Poller that fingerprints the file's
+// content: a ConfigMap volume updates by swapping a symlink, which inotify on
+// the file misses). Reload itself skips content it has seen.
 type Watcher struct {
-	path     string
-	interval time.Duration
-	hooks    Hooks
+	path  string
+	hooks Hooks
 
 	current atomic.Pointer[Catalog]
 	mu      sync.Mutex
@@ -32,9 +30,9 @@ type Watcher struct {
 	tried   bool
 }
 
-// NewWatcher returns a watcher; call Reload once for the initial load, then Run.
-func NewWatcher(path string, interval time.Duration, hooks Hooks) *Watcher {
-	return &Watcher{path: path, interval: interval, hooks: hooks}
+// NewWatcher returns a watcher; nothing is read before the first Reload.
+func NewWatcher(path string, hooks Hooks) *Watcher {
+	return &Watcher{path: path, hooks: hooks}
 }
 
 // Current is the catalog in use, or nil if no valid version was ever loaded.
@@ -72,19 +70,5 @@ func (w *Watcher) Reload() (bool, error) {
 func (w *Watcher) fail(err error) {
 	if w.hooks.Failed != nil {
 		w.hooks.Failed(err)
-	}
-}
-
-// Run polls until ctx ends.
-func (w *Watcher) Run(ctx context.Context) {
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = w.Reload()
-		}
 	}
 }
