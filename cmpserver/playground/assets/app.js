@@ -241,6 +241,7 @@
   }
 
   function renderParams() {
+    const t0 = performance.now();
     const list = $('#param-list');
     const focus = focusKey();
     const frag = document.createDocumentFragment();
@@ -251,6 +252,7 @@
     $('#param-count').textContent = `(${names.length})`;
     applyFilter();
     restoreFocus(focus);
+    window.playground.renderMs = performance.now() - t0;
   }
 
   function replaceBlock(block) {
