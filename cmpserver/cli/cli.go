@@ -27,7 +27,7 @@ func Commands() []serving.Command {
 		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: Probe},
 		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: Copy},
 		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: Playground},
-		{Name: "version", Summary: "print the version", Run: printVersion},
+		serving.VersionCommand("cmp-server", version.Version),
 	}
 }
 
@@ -42,14 +42,6 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		Default:  "serve",
 	}
 	return p.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
-}
-
-func printVersion(_ context.Context, args []string, stdio serving.IO) error {
-	if err := serving.NewFlagSet("cmp-server version", "").Parse(args); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintln(stdio.Stdout, version.Version)
-	return err
 }
 
 // envDefault returns the environment variable's value or def.

@@ -31,11 +31,7 @@ const (
 // UI a number or boolean input. Generate lets those maps win over helm-parameters for
 // the same key, so the whole announcement sent back renders as the chart's defaults.
 func Announce(_ context.Context, r Request) error {
-	opts, err := parseOptions(r.Env, r.Stderr)
-	if err != nil {
-		return err
-	}
-	b, err := r.boundary()
+	opts, b, err := r.prepare()
 	if err != nil {
 		return err
 	}

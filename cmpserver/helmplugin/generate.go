@@ -42,6 +42,20 @@ func (r *Request) boundary() (*boundary, error) {
 	return newBoundary(r.AppDir, root)
 }
 
+// prepare parses the parameters and fixes the repository boundary, what
+// both actions start with.
+func (r *Request) prepare() (*Options, *boundary, error) {
+	opts, err := parseOptions(r.Env, r.Stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := r.boundary()
+	if err != nil {
+		return nil, nil, err
+	}
+	return opts, b, nil
+}
+
 // HelmError is a failed helm run; its message is helm's own stderr.
 type HelmError struct {
 	ExitCode int
@@ -63,11 +77,7 @@ func Generate(ctx context.Context, r Request) error {
 	if _, err := os.Stat(filepath.Join(r.AppDir, "Chart.yaml")); err != nil {
 		return fmt.Errorf("no Chart.yaml in %s: cmp-server helm generate runs in a chart's directory, the Application's source path", r.AppDir)
 	}
-	opts, err := parseOptions(r.Env, r.Stderr)
-	if err != nil {
-		return err
-	}
-	b, err := r.boundary()
+	opts, b, err := r.prepare()
 	if err != nil {
 		return err
 	}

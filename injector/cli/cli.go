@@ -33,7 +33,7 @@ var program = serving.Program{
 		{Name: "explain", Summary: "say whether each pod or workload would be injected, denied or skipped, and why; exit 1 when one is denied", Run: explainCmd},
 		{Name: "doctor", Summary: "check an installation through the API, like linkerd check: webhook, certificate, catalog, namespaces, every opted-in pod (current or stale); exit 1 when a check fails", Run: doctorCmd},
 		{Name: "certs", Summary: "issue a CA and a serving certificate for the webhook Service", Run: issue},
-		{Name: "version", Summary: "print the version", Run: printVersion},
+		serving.VersionCommand("cmp-injector", version.Version),
 	},
 }
 
@@ -41,14 +41,6 @@ var program = serving.Program{
 // for a failure or a denial, 2 for a usage error.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return program.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
-}
-
-func printVersion(_ context.Context, args []string, io serving.IO) error {
-	if err := serving.NewFlagSet("cmp-injector version", "").Parse(args); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintln(io.Stdout, version.Version)
-	return err
 }
 
 func serve(ctx context.Context, args []string, stdio serving.IO) error {

@@ -80,6 +80,17 @@ func (e *ExitError) Error() string {
 }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// VersionCommand is the version subcommand of program: it prints version.
+func VersionCommand(program, version string) Command {
+	return Command{Name: "version", Summary: "print the version", Run: func(_ context.Context, args []string, io IO) error {
+		if err := NewFlagSet(program+" version", "").Parse(args); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(io.Stdout, version)
+		return err
+	}}
+}
+
 // Main runs args (without the program name) and returns the exit code. It is
 // the one place that turns errors into text on stderr and exit codes.
 func (p Program) Main(ctx context.Context, args []string, io IO) int {
