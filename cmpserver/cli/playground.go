@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"flag"
-	"os/signal"
-	"syscall"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/playground"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -42,7 +40,7 @@ func Playground(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
 	return srv.ListenAndServe(ctx, *listen, explicit)
 }

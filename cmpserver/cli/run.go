@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -187,7 +185,7 @@ func Run(ctx context.Context, args []string, stdio serving.IO) error {
 // the repository tree, until SIGINT or SIGTERM. A failed run is reported and
 // the watch goes on: the author is mid-edit.
 func watchRuns(ctx context.Context, interval time.Duration, config, root string, stderr io.Writer, once func(context.Context) error) {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
 	runs := 0
 	p := &serving.Poller{

@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -114,7 +112,7 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 		defer stopReaper()
 	}
 	log.Info("cmp-server starting", zap.String("version", version.Version))
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
 	if err := srv.Serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("server failed: %w", err)

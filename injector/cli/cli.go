@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -78,7 +75,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stdio.Stderr), logLevel), zap.AddCaller())
 	defer func() { _ = log.Sync() }()
 	log.Info("starting cmp-injector", zap.String("version", version.Version))
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
 	srv := injector.New(cfg, log)
 	if !rf.enabled {

@@ -26,7 +26,7 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 		return skipped(ReasonNotCreate)
 	}
 	if cat == nil {
-		return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
+		return noCatalog()
 	}
 	if req.Operation == admissionv1.Update {
 		var pod, old corev1.Pod
@@ -45,11 +45,21 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 	if err != nil {
 		return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
 	}
-	ns := req.Namespace
-	if ns == "" {
-		ns = pod.Namespace
+	return injectCreated(pod, req.Namespace, cat)
+}
+
+// noCatalog denies while no valid catalog is loaded: fail closed.
+func noCatalog() *Report {
+	return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
+}
+
+// injectCreated decides a CREATE of pod (decoded slim, mutated in place) in
+// the request's namespace, or the pod's own when the request names none.
+func injectCreated(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
+	if namespace == "" {
+		namespace = pod.Namespace
 	}
-	r := injectPod(pod, ns, cat, true)
+	r := injectPod(pod, namespace, cat, true)
 	// It is the slim pod: nothing may mistake it for the whole mutated pod.
 	r.Pod = nil
 	return r

@@ -151,14 +151,7 @@ func ReviewLite(req *LiteRequest, cat *catalog.Catalog) *Report {
 		return skipped(ReasonNotPod)
 	}
 	if cat == nil {
-		return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
+		return noCatalog()
 	}
-	pod := req.Object.pod()
-	ns := req.Namespace
-	if ns == "" {
-		ns = pod.Namespace
-	}
-	r := injectPod(pod, ns, cat, true)
-	r.Pod = nil
-	return r
+	return injectCreated(req.Object.pod(), req.Namespace, cat)
 }

@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // Exit codes of both binaries (the README lists them). A script tells a refusal
@@ -283,4 +286,10 @@ func (f *FlagSet) parse(args []string) error {
 // Errorf is a usage error of this command.
 func (f *FlagSet) Errorf(format string, a ...any) error {
 	return &UsageError{Command: f.path, Err: fmt.Errorf(format, a...)}
+}
+
+// ShutdownContext is ctx, ended by SIGTERM (the kubelet's stop) or SIGINT
+// (Ctrl-C): what every long-running command drains on.
+func ShutdownContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 }
