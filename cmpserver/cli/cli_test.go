@@ -444,3 +444,42 @@ func TestServeRejectsNegativeValues(t *testing.T) {
 		}
 	}
 }
+
+// envPlugin announces, from its dynamic parameters command, what the env of
+// the announcement held.
+const envPlugin = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: env
+spec:
+  generate:
+    command: [sh, -c, 'echo "{}"']
+  parameters:
+    dynamic:
+      command: [sh, -c, 'echo "[{\"name\": \"app-${ARGOCD_APP_NAME}-ns-${ARGOCD_APP_NAMESPACE:-none}-kube-${KUBE_VERSION:-none}\"}]"']
+`
+
+// Argo CD's repo-server sends the parameters announcement a smaller env than
+// a generation (no namespace, revision or KUBE_*): run parameters does too, so
+// an author sees locally what the plugin sees in a cluster.
+func TestRunParametersSendsArgoCDsSmallerEnv(t *testing.T) {
+	t.Parallel()
+	configDir, _, _ := layout(t, envPlugin)
+	app := filepath.Join(t.TempDir(), "guestbook")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "values.yaml"), []byte("a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary, "run", "parameters", "--config", filepath.Join(configDir, "plugin.yaml"),
+		"--app-dir", app, "--app-namespace", "demo", "--kube-version", "1.34.0")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if want := "app-guestbook-ns-none-kube-none"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("the announcement's env: want %s in\n%s", want, stdout.String())
+	}
+}

@@ -52,13 +52,19 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.noPlugin, "no-plugin-source", false, "omit ARGOCD_APP_PARAMETERS, as for an Application without spec.source.plugin")
 }
 
-// request resolves the flags into a repo root, app path and request env.
-func (a *appFlags) request() (root, appRel string, env []string, err error) {
+// request resolves the flags into a repo root, app path and the env the
+// repo-server sends for action: the smaller one for a parameters
+// announcement, as Argo CD does (no namespace, revision or KUBE_* there).
+func (a *appFlags) request(action string) (root, appRel string, env []string, err error) {
 	root, appRel, app, err := a.resolve()
 	if err != nil {
 		return "", "", nil, err
 	}
-	env, err = app.Environ()
+	if action == "parameters" {
+		env, err = app.ParametersEnviron()
+	} else {
+		env, err = app.Environ()
+	}
 	return root, appRel, env, err
 }
 
@@ -152,7 +158,7 @@ func Run(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return fs.Errorf("%v", err)
 	}
-	root, appRel, env, err := a.request()
+	root, appRel, env, err := a.request(action)
 	if err != nil {
 		return err
 	}
@@ -250,7 +256,7 @@ func Call(ctx context.Context, args []string, stdio serving.IO) error {
 		}
 		return printResult(stdio.Stdout, res)
 	}
-	root, appRel, env, err := a.request()
+	root, appRel, env, err := a.request(action)
 	if err != nil {
 		return err
 	}
