@@ -89,9 +89,10 @@ func (e *Engine) unpackTo(dir string) *unpackTo {
 }
 
 // workspace resolves the app dir and command env of a received repository
-// (unpacked into dir when unpacked is set).
-func (e *Engine) workspace(dir string, repo *receivedRepo, unpacked bool) (*workspace, error) {
-	ws := &workspace{dir: dir, root: dir}
+// whose request dir is dir and whose tree is root (unpacked when unpacked is
+// set): dir itself, or a tree shared between requests (trees.go).
+func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) (*workspace, error) {
+	ws := &workspace{dir: dir, root: root}
 	env, err := commandEnv(e.env, repo.meta.GetEnv())
 	if err != nil {
 		return nil, err

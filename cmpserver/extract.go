@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -42,6 +43,7 @@ type extractor struct {
 	dest         string
 	limits       Limits
 	preserveMode bool
+	readOnly     bool
 
 	// gate, if set, is called before a file is written with the declared
 	// size of all files so far, that one included; an error ends the extraction.
@@ -76,11 +78,22 @@ const readAhead = 256 << 10
 
 // extractTgz unpacks the gzip-compressed tar r into dest, which must exist.
 func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) error {
-	return extractTgzGated(r, dest, limits, preserveMode, nil)
+	return extractTgzWith(r, dest, extractOptions{limits: limits, preserveMode: preserveMode})
 }
 
-// extractTgzGated is extractTgz with a gate before every file (see extractor.gate).
-func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool, gate func(int64) error) error {
+// extractOptions are extractTgzWith's.
+type extractOptions struct {
+	limits       Limits
+	preserveMode bool
+	// readOnly creates files without write permission and takes it from every
+	// directory once the tree is complete (a tree shared between requests).
+	readOnly bool
+	gate     func(int64) error // see extractor.gate
+}
+
+// extractTgzWith is extractTgz with options.
+func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
+	limits, preserveMode, gate := o.limits, o.preserveMode, o.gate
 	gz, err := gzip.NewReader(bufio.NewReaderSize(r, readAhead))
 	if err != nil {
 		return fmt.Errorf("error reading repository tarball: %w", err)
@@ -93,13 +106,53 @@ func extractTgzGated(r io.Reader, dest string, limits Limits, preserveMode bool,
 		// Every return waits for the writers: the caller may remove dest next.
 		defer x.writers.close()
 	}
+	x.readOnly = o.readOnly
 	if err := x.run(gz); err != nil {
 		return err
 	}
 	if x.writers != nil {
-		return x.writers.close()
+		if err := x.writers.close(); err != nil {
+			return err
+		}
+	}
+	if x.readOnly {
+		return x.freezeDirs()
 	}
 	return nil
+}
+
+// freezeDirs takes write permission from every directory of the tree, the
+// deepest first (see makeWritable for the way back).
+func (x *extractor) freezeDirs() error {
+	dirs := make([]string, 0, len(x.realDirs))
+	for rel := range x.realDirs {
+		dirs = append(dirs, rel)
+	}
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for _, rel := range dirs {
+		abs := filepath.Join(x.dest, rel)
+		fi, err := os.Lstat(abs)
+		if err != nil {
+			return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+		}
+		if err := os.Chmod(abs, fi.Mode().Perm()&^0o222); err != nil {
+			return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
+		}
+	}
+	return nil
+}
+
+// makeWritable gives the owner write permission on every directory under
+// root again, so that a frozen tree (or what a crash left of one) can be removed.
+func makeWritable(root string) {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o200 == 0 {
+				_ = os.Chmod(p, fi.Mode().Perm()|0o700)
+			}
+		}
+		return nil
+	})
 }
 
 func (x *extractor) run(gz io.Reader) error {
@@ -228,10 +281,14 @@ func entryName(name string) (rel string, skip bool, err error) {
 }
 
 func (x *extractor) mode(hdr *tar.Header, def fs.FileMode) fs.FileMode {
+	m := def
 	if x.preserveMode {
-		return fs.FileMode(hdr.Mode) & fs.ModePerm
+		m = fs.FileMode(hdr.Mode) & fs.ModePerm
 	}
-	return def
+	if x.readOnly && hdr.Typeflag != tar.TypeDir {
+		m &^= 0o222
+	}
+	return m
 }
 
 // ensureDir makes rel a real directory, creating missing parents; it fails if any

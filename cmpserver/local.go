@@ -112,16 +112,18 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 		return err
 	}
 	defer f.Close()
-	var to *unpackTo
-	if extract {
-		to = e.unpackTo(dir)
+	unpackFor := func(*pluginpb.ManifestRequestMetadata) *unpackTo {
+		if extract {
+			return e.unpackTo(dir)
+		}
+		return nil
 	}
 	stream := &tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f}
-	repo, err := receiveRepo(stream, to, opts.Limits, 0)
+	repo, err := receiveRepo(stream, unpackFor, opts.Limits, 0)
 	if err != nil {
 		return err
 	}
-	ws, err := e.workspace(dir, repo, extract)
+	ws, err := e.workspace(dir, dir, repo, extract)
 	if err != nil {
 		return err
 	}

@@ -37,20 +37,21 @@ type unpackTo struct {
 	spoolDir     string // where the received tarball is spooled, outside dir
 	limits       Limits
 	preserveMode bool
+	readOnly     bool // see extractOptions.readOnly
 }
 
 // receiveRepo reads the metadata message and then every file chunk, hashing as
-// it goes. With to set, the chunks are spooled and unpacked while they arrive,
+// it goes. When unpackFor(metadata) returns where to unpack, the chunks are spooled and unpacked while they arrive,
 // so that unpacking overlaps the transfer instead of following it (Argo CD's
 // server writes the whole tarball to a file first and unpacks it afterwards).
-// The tree is unpacked into to.dir, the request dir, which nothing uses until
+// The tree is unpacked into to.dir, e.g. the request dir, which nothing uses until
 // receiveRepo has returned, that is until the checksum of the whole stream has
 // matched; on any error the caller removes the dir. Every extraction limit is
 // checked before the bytes it bounds are written, and what looks like a gzip
 // bomb waits for the whole stream (see bombRatio). A stream that sends nothing
 // for idle (> 0) is ended. The error strings of Argo CD's server are kept where
 // they exist, since users search for them.
-func receiveRepo(stream appStream, to *unpackTo, limits Limits, idle time.Duration) (*receivedRepo, error) {
+func receiveRepo(stream appStream, unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo, limits Limits, idle time.Duration) (*receivedRepo, error) {
 	ctx := stream.Context()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
@@ -70,7 +71,7 @@ func receiveRepo(stream appStream, to *unpackTo, limits Limits, idle time.Durati
 	}
 	hash := sha256.New()
 	var un *streamUnpack
-	if to != nil {
+	if to := unpackFor(meta); to != nil {
 		if un, err = startUnpack(to); err != nil {
 			return nil, err
 		}
@@ -156,7 +157,7 @@ func startUnpack(to *unpackTo) (*streamUnpack, error) {
 	u := &streamUnpack{sp: sp, limits: to.limits, done: make(chan struct{})}
 	go func() {
 		defer close(u.done)
-		u.err = extractTgzGated(&tgzReader{sp: sp}, to.dir, to.limits, to.preserveMode, u.gate)
+		u.err = extractTgzWith(&tgzReader{sp: sp}, to.dir, extractOptions{limits: to.limits, preserveMode: to.preserveMode, readOnly: to.readOnly, gate: u.gate})
 	}()
 	return u, nil
 }

@@ -167,6 +167,8 @@ type Server struct {
 	httpAddr atomic.Pointer[string]
 	// streams holds one token per streaming request in flight (nil: no cap).
 	streams chan struct{}
+	// trees are the shared trees of read-only plugins (trees.go).
+	trees *trees
 }
 
 // New validates the options, wipes and recreates the work dir, and builds the
@@ -199,7 +201,7 @@ func New(opts Options) (*Server, error) {
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: NewMetrics()}
+	s := &Server{opts: opts, log: opts.Logger, metrics: NewMetrics(), trees: newTrees()}
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
@@ -218,6 +220,8 @@ func New(opts Options) (*Server, error) {
 
 // resetWorkDir removes what earlier runs left and recreates the dir privately.
 func resetWorkDir(dir string) error {
+	// Shared trees are read-only (see trees.go).
+	makeWritable(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("error cleaning work dir: %w", err)
 	}
@@ -313,6 +317,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(serveErr, grpc.ErrServerStopped) {
 		serveErr = nil
 	}
+	s.trees.removeAll()
 	return serveErr
 }
 

@@ -112,18 +112,64 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 	}
 	ws := &workspace{dir: dir}
 	defer cfg.engine.cleanup(ws)
-	var to *unpackTo
-	if extract {
-		to = cfg.engine.unpackTo(dir)
+	// A read-only plugin's tree is shared between the requests that send the
+	// same stream (trees.go); any other request unpacks into its own dir.
+	shared := extract && cfg.plugin.Spec.ReadOnlyRepository
+	var (
+		key     treeKey
+		inUse   *tree  // a shared tree this request uses
+		treeDir string // a tree this request unpacks to share
+		reused  bool
+	)
+	defer func() {
+		if inUse != nil {
+			s.trees.release(inUse)
+		} else if treeDir != "" {
+			removeTree(treeDir)
+		}
+	}()
+	unpackFor := func(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
+		if !shared {
+			if extract {
+				return cfg.engine.unpackTo(dir)
+			}
+			return nil
+		}
+		key = treeKey{checksum: meta.GetChecksum(), preserveMode: cfg.plugin.Spec.PreserveFileMode}
+		if inUse = s.trees.acquire(key); inUse != nil {
+			reused = true
+			return nil // the stream is only hashed
+		}
+		d, err := cfg.engine.newRequestDir()
+		if err != nil {
+			return cfg.engine.unpackTo(dir)
+		}
+		treeDir = d
+		to := cfg.engine.unpackTo(treeDir)
+		to.readOnly = true
+		return to
 	}
-	repo, err := receiveRepo(stream, to, s.opts.Limits, s.opts.StreamIdleTimeout)
+	repo, err := receiveRepo(stream, unpackFor, s.opts.Limits, s.opts.StreamIdleTimeout)
 	if err != nil {
 		log.Warn("receive failed", zap.Error(err))
 		return err
 	}
 	s.metrics.received(rpc, repo.size)
 	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
-	unpacked, err := cfg.engine.workspace(dir, repo, extract)
+	root := dir
+	switch {
+	case inUse != nil:
+		root = inUse.dir
+	case treeDir != "":
+		root = treeDir
+		if tr, ok := s.trees.add(key, treeDir); ok {
+			inUse, treeDir = tr, ""
+		}
+	}
+	if shared {
+		log = log.With(zap.Bool("shared_tree_reused", reused))
+	}
+	unpacked, err := cfg.engine.workspace(dir, root, repo, extract)
 	if err != nil {
 		log.Warn("unpack failed", zap.Error(err))
 		return err

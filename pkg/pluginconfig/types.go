@@ -35,6 +35,11 @@ type Spec struct {
 	// AllowConcurrency, when explicitly false, serialises generation for this
 	// plugin. Argo CD ignores the key; we honour it (CMP v2 proposal).
 	AllowConcurrency *bool `json:"allowConcurrency,omitempty"`
+	// ReadOnlyRepository declares that no command writes into the repository
+	// (only to /tmp or stdout): requests sending the same repository stream
+	// then share one read-only unpacked tree (cmp-server's trees.go). Argo CD
+	// has no such key and ignores it.
+	ReadOnlyRepository bool `json:"readOnlyRepository,omitempty"`
 }
 
 // Command is an argv: Command followed by Args, executed without a shell.

@@ -24,7 +24,7 @@ const benchPlugin = `apiVersion: argoproj.io/v1alpha1
 kind: ConfigManagementPlugin
 metadata:
   name: %s
-spec:
+spec:%s
   generate:
     command: [sh, -c, 'printf "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"bench\"}}"']
 `
@@ -48,6 +48,9 @@ type server struct {
 	argv  []string
 	env   []string
 	isArg bool
+	// readOnly declares spec.readOnlyRepository (our server then shares one
+	// tree per repository stream); only for the monorepo.
+	readOnly bool
 }
 
 func cmpServers(o options) []server {
@@ -58,6 +61,15 @@ func cmpServers(o options) []server {
 	}
 	for _, b := range o.servers {
 		out = append(out, server{name: b.name, argv: []string{b.path, "serve", "--config-dir-path", "CONFIG"}})
+	}
+	return out
+}
+
+// readOnlyServers are ours again with spec.readOnlyRepository, for the monorepo.
+func readOnlyServers(o options) []server {
+	var out []server
+	for _, b := range o.servers {
+		out = append(out, server{name: b.name + "-ro", argv: []string{b.path, "serve", "--config-dir-path", "CONFIG"}, readOnly: true})
 	}
 	return out
 }
@@ -128,7 +140,11 @@ func runCMP(o options) error {
 			float64(stock.Size)/1e6, (stock.Size+1023)/1024, float64(tuned.Size)/1e6, (tuned.Size+int64(o.chunk)-1)/int64(o.chunk))
 		var results []result
 		for _, sc := range scenarios(o) {
-			for _, s := range cmpServers(o) {
+			servers := cmpServers(o)
+			if len(r.apps) > 1 {
+				servers = append(servers, readOnlyServers(o)...)
+			}
+			for _, s := range servers {
 				res, err := measureCMP(o, base, s, sc, r.root, r.apps)
 				if err != nil {
 					return fmt.Errorf("%s %s %s: %w", r.name, s.name, sc.name, err)
@@ -154,7 +170,7 @@ func printCMP(repo string, mono bool, rs []result) {
 	if mono {
 		timeCol = "total ms (20 apps)"
 	}
-	fmt.Printf("  %-8s %-6s %18s %9s %8s %14s %8s %8s %8s\n", "server", "repo-s", timeCol, "min ms", "× argo", "CPU ms/req", "× argo", "RSS MiB", "× argo")
+	fmt.Printf("  %-10s %-6s %18s %9s %8s %14s %8s %8s %8s\n", "server", "repo-s", timeCol, "min ms", "× argo", "CPU ms/req", "× argo", "RSS MiB", "× argo")
 	for _, r := range rs {
 		t := r.medianMs
 		if mono {
@@ -172,7 +188,7 @@ func printCMP(repo string, mono bool, rs []result) {
 			}
 			rr = fmt.Sprintf("%.2f", r.rssMiB/anchor.rssMiB)
 		}
-		fmt.Printf("  %-8s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s\n", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+		fmt.Printf("  %-10s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s\n", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
 	}
 }
 
@@ -193,7 +209,11 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		}
 	}
 	plugin := "bench-" + s.name
-	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, plugin)), 0o644); err != nil {
+	extra := ""
+	if s.readOnly {
+		extra = "\n  readOnlyRepository: true"
+	}
+	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, plugin, extra)), 0o644); err != nil {
 		return result{}, err
 	}
 	argv := make([]string, len(s.argv))

@@ -1,0 +1,131 @@
+package cmpserver
+
+import (
+	"os"
+	"sync"
+	"time"
+)
+
+// Monorepo fan-out: N Applications at one revision send the same tarball (same
+// SHA-256, different app paths), once per discovery probe and once per
+// generation, and the server unpacked it N times. A plugin whose plugin.yaml
+// declares spec.readOnlyRepository: true gets one shared tree per checksum:
+//
+//   - Every stream is still received to its end and hashed; a tree is used only
+//     for a stream whose own SHA-256 matched, and it was unpacked from a stream
+//     with that same SHA-256, so the bytes, and the tree, are the same. The
+//     preserveFileMode setting is part of the key.
+//   - The shared tree is read-only on disk (files without write permission,
+//     directories frozen once unpacked), so a plugin that writes anyway fails
+//     with "permission denied" instead of changing another request's tree.
+//   - Each request still has its own request dir, for the server's own files
+//     (the command's stdout spool), and cleans it up.
+//   - At most maxTrees trees are kept, each until treeTTL after its last use
+//     ends; one in use is never removed.
+//
+// Without the declaration every request gets a fresh tree, as in Argo CD:
+// plugins such as `helm dependency build` write into the repository.
+
+const (
+	maxTrees = 4
+	treeTTL  = 2 * time.Minute
+)
+
+type treeKey struct {
+	checksum     string
+	preserveMode bool
+}
+
+type tree struct {
+	dir     string
+	users   int
+	lastUse time.Time
+}
+
+type trees struct {
+	mu sync.Mutex
+	m  map[treeKey]*tree
+}
+
+func newTrees() *trees { return &trees{m: map[treeKey]*tree{}} }
+
+// acquire returns the tree for k, in use until release, or nil.
+func (t *trees) acquire(k treeKey) *tree {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.evictLocked(time.Now())
+	tr := t.m[k]
+	if tr != nil {
+		tr.users++
+	}
+	return tr
+}
+
+// add makes dir, a complete read-only tree for k in use by the caller, the
+// tree of k. It returns false when k already has one (another request
+// unpacked the same stream meanwhile): dir then stays the caller's.
+func (t *trees) add(k treeKey, dir string) (*tree, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[k]; ok {
+		return nil, false
+	}
+	tr := &tree{dir: dir, users: 1}
+	t.m[k] = tr
+	t.evictLocked(time.Now())
+	return tr, true
+}
+
+// release ends one use of tr.
+func (t *trees) release(tr *tree) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr.users--
+	tr.lastUse = time.Now()
+	t.evictLocked(tr.lastUse)
+}
+
+// evictLocked removes unused trees past their TTL, and the least recently
+// used unused ones beyond maxTrees.
+func (t *trees) evictLocked(now time.Time) {
+	for k, tr := range t.m {
+		if tr.users == 0 && now.Sub(tr.lastUse) > treeTTL {
+			t.removeLocked(k, tr)
+		}
+	}
+	for len(t.m) > maxTrees {
+		var oldK treeKey
+		var old *tree
+		for k, tr := range t.m {
+			if tr.users == 0 && (old == nil || tr.lastUse.Before(old.lastUse)) {
+				oldK, old = k, tr
+			}
+		}
+		if old == nil {
+			return // all in use; they go once released
+		}
+		t.removeLocked(oldK, old)
+	}
+}
+
+func (t *trees) removeLocked(k treeKey, tr *tree) {
+	delete(t.m, k)
+	removeTree(tr.dir)
+}
+
+// removeAll removes every unused tree (at shutdown).
+func (t *trees) removeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, tr := range t.m {
+		if tr.users == 0 {
+			t.removeLocked(k, tr)
+		}
+	}
+}
+
+// removeTree removes a (possibly read-only) tree.
+func removeTree(dir string) {
+	makeWritable(dir)
+	_ = os.RemoveAll(dir)
+}

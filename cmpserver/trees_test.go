@@ -1,0 +1,152 @@
+package cmpserver
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+)
+
+// sharedPlugin declares it does not write to the repository; generate reports
+// the (physical) repository root it ran under and what that root holds.
+const sharedPlugin = `kind: ConfigManagementPlugin
+metadata: {name: shared}
+spec:
+  readOnlyRepository: true
+  generate:
+    command: [sh, -c]
+    args:
+    - |
+      if [ -n "$ARGOCD_ENV_WRITE" ]; then echo x > "$ARGOCD_ENV_WRITE" || exit 3; fi
+      printf '{"kind":"ConfigMap","data":{"root":"%s","top":"%s"}}' "$(cd "$ARGOCD_ENV_TOP" && pwd -P)" "$(LC_ALL=C ls -A "$ARGOCD_ENV_TOP" | tr '\n' ' ')"
+`
+
+func sharedRoot(t *testing.T, c *client.Client, repo, app, top string, env ...string) (root, listing string, err error) {
+	t.Helper()
+	got, err := c.Generate(ctxTimeout(t, 30*time.Second), client.Request{RepoRoot: repo, AppRelPath: app, Env: append([]string{"ARGOCD_ENV_TOP=" + top}, env...)})
+	if err != nil {
+		return "", "", err
+	}
+	var cm struct{ Data map[string]string }
+	if err := json.Unmarshal([]byte(got[0]), &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["root"], strings.TrimSpace(cm.Data["top"]), nil
+}
+
+// TestSharedTreeForTheSameStream: with readOnlyRepository, requests that send
+// the same repository (same checksum), whatever their app path, run in one
+// unpacked tree; another repository gets its own; the tree is read-only, so a
+// command that writes fails and the next request still sees the tree intact;
+// request dirs and trees are gone after the server stops.
+func TestSharedTreeForTheSameStream(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, sharedPlugin, nil)
+	c := ts.dial(t)
+	repo := writeTree(t, map[string]string{"apps/a/x.yaml": "a", "apps/b/y.yaml": "b", "README.md": "r"})
+	rootA, listing, err := sharedRoot(t, c, repo, "apps/a", "../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if listing != "README.md apps" {
+		t.Errorf("tree holds %q, want only the repository", listing)
+	}
+	rootB, _, err := sharedRoot(t, c, repo, "apps/b", "../..")
+	if err != nil || rootB != rootA {
+		t.Fatalf("second app ran under %s (%v), want the shared %s", rootB, err, rootA)
+	}
+	other := writeTree(t, map[string]string{"apps/a/x.yaml": "changed"})
+	rootO, _, err := sharedRoot(t, c, other, "apps/a", "../..")
+	if err != nil || rootO == rootA {
+		t.Fatalf("another repository ran under %s (%v), want its own tree", rootO, err)
+	}
+	// A command that writes into the shared tree fails and changes nothing.
+	// Root ignores permission bits; sidecars run as UID 999 (the injector
+	// sets runAsNonRoot), so this part needs a non-root test run.
+	if os.Geteuid() != 0 {
+		_, _, err = sharedRoot(t, c, repo, "apps/a", "../..", "ARGOCD_ENV_WRITE=new-file")
+		wantErr(t, err, "ermission denied")
+		_, listing, err = sharedRoot(t, c, repo, "apps/b", "../..")
+		if err != nil || listing != "README.md apps" {
+			t.Fatalf("after the refused write: %q %v", listing, err)
+		}
+	} else {
+		t.Log("running as root, which ignores permission bits: the refused write is not checked")
+	}
+	// The tree is read-only on disk.
+	if fi, err := os.Stat(rootA + "/apps/a/x.yaml"); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("shared file mode %v (%v), want no write permission", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(rootA + "/apps"); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("shared dir mode %v (%v), want no write permission", fi.Mode(), err)
+	}
+	// Only the shared trees remain between requests (the request dirs are removed).
+	if n := requestDirs(t, ts); n != 2 {
+		t.Errorf("%d entries in the work dir, want the 2 trees", n)
+	}
+	ts.cancel()
+	<-ts.done
+	ts.done <- nil // for startServer's cleanup
+	if entries, _ := os.ReadDir(ts.srv.opts.WorkDir); len(entries) != 0 {
+		t.Errorf("left after stopping: %v", entries)
+	}
+}
+
+// TestSharedTreeNeedsTheDeclaration: without readOnlyRepository every request
+// gets a fresh tree, as in Argo CD.
+func TestSharedTreeNeedsTheDeclaration(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, strings.Replace(sharedPlugin, "  readOnlyRepository: true\n", "", 1), nil)
+	c := ts.dial(t)
+	repo := writeTree(t, map[string]string{"apps/a/x.yaml": "a"})
+	r1, _, err1 := sharedRoot(t, c, repo, "apps/a", "../..")
+	r2, _, err2 := sharedRoot(t, c, repo, "apps/a", "../..")
+	if err1 != nil || err2 != nil || r1 == r2 {
+		t.Fatalf("roots %s %s (%v %v), want two fresh trees", r1, r2, err1, err2)
+	}
+	// Writing into one's own tree works.
+	if _, _, err := sharedRoot(t, c, repo, "apps/a", "../..", "ARGOCD_ENV_WRITE=new-file"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTreeCacheBounds: unused trees beyond maxTrees go, least recently used
+// first; trees in use stay.
+func TestTreeCacheBounds(t *testing.T) {
+	t.Parallel()
+	tr := newTrees()
+	base := t.TempDir()
+	var held []*tree
+	for i := range maxTrees + 2 {
+		dir, err := os.MkdirTemp(base, "tree-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, ok := tr.add(treeKey{checksum: string(rune('a' + i))}, dir)
+		if !ok {
+			t.Fatal("add refused a new key")
+		}
+		held = append(held, x)
+	}
+	if _, ok := tr.add(treeKey{checksum: "a"}, base); ok {
+		t.Error("a second tree for one key was accepted")
+	}
+	if len(tr.m) != maxTrees+2 {
+		t.Fatalf("%d trees, want all %d while in use", len(tr.m), maxTrees+2)
+	}
+	for _, x := range held {
+		tr.release(x)
+	}
+	if len(tr.m) != maxTrees {
+		t.Fatalf("%d trees after release, want %d", len(tr.m), maxTrees)
+	}
+	if _, err := os.Stat(held[0].dir); !os.IsNotExist(err) {
+		t.Errorf("the least recently used tree is still on disk: %v", err)
+	}
+	if tr.acquire(treeKey{checksum: "a"}) != nil || tr.acquire(treeKey{checksum: "f"}) == nil {
+		t.Error("wrong trees evicted")
+	}
+}
