@@ -21,7 +21,7 @@ import (
 // Commands are cmp-server's own subcommands; cmd/cmp-server adds helm.
 func Commands() []serving.Command {
 	return []serving.Command{
-		{Name: "serve", Summary: "serve the plugin in ./plugin.yaml's config dir on a unix socket, like argocd-cmp-server", Run: Serve},
+		{Name: "serve", Summary: "serve the plugin.yaml in --config-dir on a unix socket, like argocd-cmp-server", Run: Serve},
 		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: Run},
 		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: Call},
 		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: Probe},

@@ -32,6 +32,7 @@ var program = serving.Program{
 		{Name: "certs", Summary: "issue a CA and a serving certificate for the webhook Service", Run: issue},
 		serving.VersionCommand("cmp-injector", version.Version),
 	},
+	ExitCodes: "Exit codes: 0 success, 1 failure (inject, explain: an object is denied), 2 usage error.",
 }
 
 // Main runs the command in args (os.Args[1:]) and returns the exit code: 0, 1

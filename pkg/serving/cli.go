@@ -49,6 +49,9 @@ type Program struct {
 	// than help (cmp-server serves, like argocd-cmp-server). Empty: such a
 	// command line is a usage error.
 	Default string
+	// ExitCodes is the help's last line; empty: the generic meaning of
+	// ExitOK, ExitFailure and ExitUsage.
+	ExitCodes string
 }
 
 // UsageError is a wrong command line: printed with a pointer to the help,
@@ -159,8 +162,11 @@ func (p Program) Usage() string {
 	}
 	fmt.Fprintf(&b, "  %-*s  %s\n", width, "help", "print this help; 'help COMMAND' prints the command's")
 	fmt.Fprintf(&b, "\nRun '%s COMMAND --help' for a command's flags.\n", p.Name)
-	fmt.Fprintf(&b, "Exit codes: %d success, %d failure (inject, explain: an object is denied), %d usage error.\n",
-		ExitOK, ExitFailure, ExitUsage)
+	if p.ExitCodes != "" {
+		fmt.Fprintln(&b, p.ExitCodes)
+	} else {
+		fmt.Fprintf(&b, "Exit codes: %d success, %d failure, %d usage error.\n", ExitOK, ExitFailure, ExitUsage)
+	}
 	return b.String()
 }
 
