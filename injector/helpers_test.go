@@ -43,8 +43,8 @@ func startServer(t testing.TB, catalogFile string) *testServer {
 	return startServerWith(t, catalogFile, nil)
 }
 
-// startServerWith is startServer with a chance to change the Config.
-func startServerWith(t testing.TB, catalogFile string, configure func(*Config)) *testServer {
+// startServerWith is startServer with a chance to change the Options.
+func startServerWith(t testing.TB, catalogFile string, configure func(*Options)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	b, err := certs.Generate(certs.Options{Service: "cmp-injector", Namespace: "cmp-injector",
@@ -55,7 +55,7 @@ func startServerWith(t testing.TB, catalogFile string, configure func(*Config)) 
 	if err := b.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{CatalogFile: catalogFile, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+	cfg := Options{CatalogFile: catalogFile, CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
 		Poll: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second}
 	if configure != nil {
 		configure(&cfg)

@@ -20,7 +20,7 @@ import (
 // decode, decide, patch, encode, metrics and logging, for the small test pod
 // and for a 50-container pod whose containers carry env, mounts and probes.
 func BenchmarkHandler(b *testing.B) {
-	s := New(Config{CatalogFile: "testdata/catalog.yaml"}, zap.NewNop())
+	s := New(Options{CatalogFile: "testdata/catalog.yaml"}, zap.NewNop())
 	if _, err := s.catalog.Reload(); err != nil {
 		b.Fatal(err)
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-// Config is everything `cmp-injector serve` takes.
-type Config struct {
+// Options are everything `cmp-injector serve` takes; Validate checks them.
+type Options struct {
 	CatalogFile, CertFile, KeyFile string
 	Listen, MetricsListen          string
 	// Poll is how often the catalog and certificate files are checked.
@@ -47,7 +47,7 @@ type Config struct {
 // Validate rejects what cannot work, every problem in one error that names
 // the flags, and fills MaxConnections when it is zero. A zero --poll-interval
 // used to panic in time.NewTicker.
-func (c *Config) Validate() error {
+func (c *Options) Validate() error {
 	var errs []error
 	if c.CatalogFile == "" || c.CertFile == "" || c.KeyFile == "" {
 		errs = append(errs, errors.New("--catalog, --tls-cert-file and --tls-key-file are required"))
@@ -74,7 +74,7 @@ const DefaultMaxConnections = 1024
 
 // Server is the webhook. Its zero value is not usable; build it with New.
 type Server struct {
-	cfg      Config
+	cfg      Options
 	log      *zap.Logger
 	metrics  *Metrics
 	catalog  *catalog.Watcher
@@ -96,7 +96,7 @@ func (s *Server) OnCatalogChange(f func()) { s.onCatalog.Store(&f) }
 func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 
 // New wires a server; nothing is read until Run.
-func New(cfg Config, log *zap.Logger) *Server {
+func New(cfg Options, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, log: log, metrics: NewMetrics()}
 	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Hooks{
 		Loaded: func(c *catalog.Catalog) {

@@ -166,7 +166,7 @@ func TestStartFailsWithoutCatalogOrCertificate(t *testing.T) {
 		"neither of both": {bad, filepath.Join(dir, "none.crt"), []string{"catalog " + bad, "serving certificate"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{CatalogFile: tc.catalog, CertFile: tc.cert, KeyFile: tc.cert, Poll: time.Second}
+			cfg := Options{CatalogFile: tc.catalog, CertFile: tc.cert, KeyFile: tc.cert, Poll: time.Second}
 			if tc.cert == "" {
 				cfg.CertFile, cfg.KeyFile = writeCert(t)
 			}
@@ -191,7 +191,7 @@ func TestStartFailsWithoutCatalogOrCertificate(t *testing.T) {
 // The handler itself refuses reviews while no catalog is loaded (fail closed),
 // should it ever be served before one is.
 func TestNoCatalogDenies(t *testing.T) {
-	s := New(Config{CatalogFile: filepath.Join(t.TempDir(), "none.yaml")}, zap.NewNop())
+	s := New(Options{CatalogFile: filepath.Join(t.TempDir(), "none.yaml")}, zap.NewNop())
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(podReview("u", "argocd", []byte(testPod), false)))
 	req.Header.Set("Content-Type", "application/json")
@@ -255,7 +255,7 @@ func TestCertificateReload(t *testing.T) {
 }
 
 func TestRecovererAnswers500(t *testing.T) {
-	s := New(Config{}, zap.NewNop())
+	s := New(Options{}, zap.NewNop())
 	h := s.recoverer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate", nil))
@@ -374,7 +374,7 @@ func TestUnreadableBodyIs400(t *testing.T) {
 // each holding memory; the gauge never passes the cap, and a freed slot lets
 // the next one in.
 func TestWebhookConnectionsAreCapped(t *testing.T) {
-	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.MaxConnections = 2 })
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) { c.MaxConnections = 2 })
 	host := strings.TrimPrefix(ts.webhookURL, "https://")
 	var conns []net.Conn
 	defer func() {
@@ -422,7 +422,7 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 // The metrics port closes idle keep-alive connections (it had only a header
 // timeout, so they stayed open forever).
 func TestMetricsIdleConnectionsClose(t *testing.T) {
-	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.MetricsTimeouts = serving.Timeouts{Idle: 100 * time.Millisecond} })
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) { c.MetricsTimeouts = serving.Timeouts{Idle: 100 * time.Millisecond} })
 	servingtest.ExpectIdleClose(t, strings.TrimPrefix(ts.metricsURL, "http://"), 5*time.Second)
 }
 
@@ -430,7 +430,7 @@ func TestMetricsIdleConnectionsClose(t *testing.T) {
 // unless the injector's own service account sends it; other changes pass.
 func TestUpdateReviews(t *testing.T) {
 	const self = "system:serviceaccount:cmp-injector:cmp-injector"
-	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Config) { c.TrustedUsers = []string{self} })
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) { c.TrustedUsers = []string{self} })
 	r := ts.review(t, podReview("create", "argocd", []byte(testPod), false))
 	if r.Patch == nil {
 		t.Fatalf("not injected: %+v", r)

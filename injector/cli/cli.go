@@ -43,7 +43,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-injector serve", "--catalog FILE --tls-cert-file FILE --tls-key-file FILE [flags]")
-	var cfg injector.Config
+	var cfg injector.Options
 	fs.StringVar(&cfg.CatalogFile, "catalog", "", "plugin catalog file (required)")
 	fs.StringVar(&cfg.CertFile, "tls-cert-file", "", "serving certificate, PEM (required)")
 	fs.StringVar(&cfg.KeyFile, "tls-key-file", "", "serving key, PEM (required)")
