@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,12 +305,54 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		t.Logf("doctor says:\n%s", lastLines(text, 60))
 	})
 
+	t.Run("the follower takes over when the leader dies", func(t *testing.T) {
+		_, each := metricSum(t, ins, "cmp_injector_reconcile_leader")
+		leader := slices.Index(each, 1)
+		if leader < 0 {
+			t.Fatalf("no leader: %v", each)
+		}
+		follower := ins[1-leader]
+		if err := ins[leader].Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		// On a cluster the webhook Service routes to the replica left; here
+		// the webhook configuration is pointed at it. Without a webhook to
+		// review them (failurePolicy Fail), its patches would be refused.
+		installWebhook(t, follower)
+		// The image goes back: the pod is current again once someone acts.
+		helm["image"] = "alpine/helm:3.16.2"
+		cat["revision"] = "day2-failover"
+		setCatalog(t, []*harness.Injector{follower}, cat)
+		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			p, err := c.GetPod(ns, stored.Name)
+			if err != nil {
+				return false, err
+			}
+			st := status(t, p)
+			return st.Revision == "day2-failover" && len(st.Stale) == 0, fmt.Errorf("status %+v", st)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := follower.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Sum("cmp_injector_reconcile_leader") != 1 || m.Sum("cmp_injector_stale_pods") != 0 {
+			t.Errorf("the follower: leader %v, stale pods %v", m.Sum("cmp_injector_reconcile_leader"), m.Sum("cmp_injector_stale_pods"))
+		}
+		t.Logf("leader killed; the follower brought the pod current %s later (Lease duration 4s)", time.Since(killed).Round(100*time.Millisecond))
+	})
+
 	t.Run("rollout auto restarts the Deployment", func(t *testing.T) {
 		for _, in := range ins {
 			if err := in.Stop(); err != nil {
 				t.Fatal(err)
 			}
 		}
+		helm["image"] = "alpine/helm:3.17.0"
+		cat["revision"] = "day2-image"
 		auto := reconcilingInjectors(t, 1, leaseNS, mustYAML(t, cat), "--rollout=auto")
 		var d appsv1.Deployment
 		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {

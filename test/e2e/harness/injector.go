@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -126,6 +127,22 @@ func (in *Injector) Stop() error {
 	}
 	err := in.proc.Stop(15 * time.Second)
 	in.proc = nil
+	return err
+}
+
+// Kill ends the process with SIGKILL: no drain, no Lease released, as when a
+// node dies under it.
+func (in *Injector) Kill() error {
+	if in.proc == nil {
+		return nil
+	}
+	_ = in.proc.Signal(syscall.SIGKILL)
+	err := in.proc.Wait(15 * time.Second)
+	in.proc = nil
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return nil // killed, as asked
+	}
 	return err
 }
 
