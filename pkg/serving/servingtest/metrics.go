@@ -59,8 +59,14 @@ func ParseMetrics(r io.Reader) (Samples, error) {
 }
 
 // Sum adds every sample of metric name whose labels include all of labels,
-// each given as name=value.
+// each given as name=value (unquoted). A label in any other form panics: a
+// filter that can never match would read zero and let a test pass unseen.
 func (s Samples) Sum(name string, labels ...string) float64 {
+	for _, l := range labels {
+		if lk, lv, ok := strings.Cut(l, "="); !ok || lk == "" || strings.HasPrefix(lv, `"`) {
+			panic(fmt.Sprintf("servingtest: label filter %q: want name=value, the value unquoted", l))
+		}
+	}
 	var total float64
 	for k, v := range s {
 		if k != name && !strings.HasPrefix(k, name+"{") {
