@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -59,10 +60,47 @@ func addAnnotations(p *patch, hasMap bool, kv map[string]string, order []string)
 func indexPath(base string, i int) string { return base + "/" + strconv.Itoa(i) }
 
 func (p patch) marshal() []byte {
-	b, err := json.Marshal([]Operation(p))
+	// Written by hand around the values: most are JSON kept per catalog
+	// snapshot (encoded.go), which json.Marshal would scan and compact again.
+	// The bytes are json.Marshal's (the golden tests compare them).
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, op := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"op":`)
+		writeJSON(&b, op.Op)
+		b.WriteString(`,"path":`)
+		writeJSON(&b, op.Path)
+		b.WriteString(`,"value":`)
+		switch v := op.Value.(type) {
+		case json.RawMessage:
+			b.Write(v)
+		case []json.RawMessage:
+			b.WriteByte('[')
+			for j, raw := range v {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				b.Write(raw)
+			}
+			b.WriteByte(']')
+		default:
+			writeJSON(&b, v)
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// writeJSON appends v's json.Marshal form.
+func writeJSON(b *bytes.Buffer, v any) {
+	out, err := json.Marshal(v)
 	if err != nil {
 		// Every value is a Kubernetes API type or a string map: it always marshals.
 		panic(err)
 	}
-	return b
+	b.Write(out)
 }
