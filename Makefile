@@ -111,7 +111,9 @@ e2e-node:
 test: test-no-node e2e-node
 
 ## test-no-node: everything `make test` runs except the real node (no root needed)
-test-no-node: tools lint proto-check static-check unit unit-long browser e2e
+## (the README's first command, make demo, runs first: on a fresh clone it proves
+## the demo installs all it needs itself)
+test-no-node: demo tools lint proto-check static-check unit unit-long browser e2e
 
 ## bench: Go benchmarks of the handler and the stream receiver
 bench:

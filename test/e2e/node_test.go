@@ -35,11 +35,10 @@ func TestRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rels, err := harness.ArgoReleases()
+	rel, err := harness.NewestArgoRelease()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := rels[0]
 
 	// 1. Images: ours from hack/images, every other one from this machine's
 	// files. Nothing is pulled.

@@ -36,26 +36,41 @@ type ArgoRelease struct {
 // MatchRepository-first generation).
 func ArgoReleases() ([]ArgoRelease, error) {
 	var out []ArgoRelease
-	for _, r := range []ArgoRelease{{Tool: "argocd", ClientTool: "repoclient"}, {Tool: "argocd-v2", ClientTool: "repoclient-v2"}} {
-		bin, err := Tool(r.Tool)
+	for _, r := range []ArgoRelease{newestArgo, {Tool: "argocd-v2", ClientTool: "repoclient-v2"}} {
+		r, err := r.probe()
 		if err != nil {
 			return nil, err
 		}
-		if _, err := Tool(r.ClientTool); err != nil {
-			return nil, err
-		}
-		// The binary's own report, not our pin, names the release under test.
-		cmd := exec.Command(bin, "version", "--client", "--short")
-		cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd")
-		b, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s version: %v", bin, err)
-		}
-		_, v, _ := strings.Cut(strings.TrimSpace(string(b)), ": ")
-		r.Version, _, _ = strings.Cut(v, "+")
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// NewestArgoRelease is the newest v3 alone, for what needs one release (the
+// demo, which builds only it; the real node).
+func NewestArgoRelease() (ArgoRelease, error) { return newestArgo.probe() }
+
+var newestArgo = ArgoRelease{Tool: "argocd", ClientTool: "repoclient"}
+
+// probe checks that r's binaries are built and fills in the version the
+// binary reports: not our pin, the binary names the release under test.
+func (r ArgoRelease) probe() (ArgoRelease, error) {
+	bin, err := Tool(r.Tool)
+	if err != nil {
+		return r, err
+	}
+	if _, err := Tool(r.ClientTool); err != nil {
+		return r, err
+	}
+	cmd := exec.Command(bin, "version", "--client", "--short")
+	cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd")
+	b, err := cmd.Output()
+	if err != nil {
+		return r, fmt.Errorf("%s version: %w", bin, err)
+	}
+	_, v, _ := strings.Cut(strings.TrimSpace(string(b)), ": ")
+	r.Version, _, _ = strings.Cut(v, "+")
+	return r, nil
 }
 
 // Image is the Argo CD image reference of this release.

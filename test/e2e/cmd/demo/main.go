@@ -42,11 +42,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rels, err := harness.ArgoReleases()
+	argo, err := harness.NewestArgoRelease()
 	if err != nil {
 		return err
 	}
-	argo := rels[0]
 	root, err := os.MkdirTemp("", "cmpdemo")
 	if err != nil {
 		return err
