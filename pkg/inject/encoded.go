@@ -45,10 +45,15 @@ func encodedFor(cat *catalog.Catalog) *encCache {
 
 // json returns v's JSON, marshalled once per key; v must be what key names.
 func (c *encCache) json(key encKey, v any) json.RawMessage {
+	return c.jsonOf(key, func() any { return v })
+}
+
+// jsonOf is json for a value built only when key is not cached yet.
+func (c *encCache) jsonOf(key encKey, build func() any) json.RawMessage {
 	if b, ok := c.m.Load(key); ok {
 		return b.(json.RawMessage)
 	}
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(build())
 	if err != nil {
 		// Kubernetes API types always marshal.
 		panic(err)

@@ -20,10 +20,9 @@ func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
 	return injectPod(pod, namespace, cat, false)
 }
 
-// injectPod is Inject; inPlace mutates the input pod itself, which becomes
-// Report.Pod, instead of a deep copy (the webhook decodes a pod of its own and
-// sends only the patch).
-func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, inPlace bool) *Report {
+// injectPod is Inject; with patchOnly it builds only the patch, not the mutated
+// pod (no deep copy, Report.Pod nil): the webhook sends only the patch.
+func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnly bool) *Report {
 	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
 		return skipped(ReasonNotLabelled)
 	}
@@ -39,7 +38,7 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, inPlace 
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
-	return apply(pod, cat, plan, inPlace)
+	return apply(pod, cat, plan, patchOnly)
 }
 
 // plan is what resolve decided to add, before anything is built.
@@ -161,9 +160,12 @@ func checkCollisions(pod *corev1.Pod, entries []*catalog.Entry) []Problem {
 }
 
 // apply builds the mutated pod and the patch in one pass so they cannot disagree.
-func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report {
-	if !inPlace {
-		pod = pod.DeepCopy()
+// With patchOnly the input pod is only read: the patch is computed from the
+// lengths of what it has, which the mutations would not change before they are read.
+func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report {
+	pod := in
+	if !patchOnly {
+		pod = in.DeepCopy()
 	}
 	var ops patch
 	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
@@ -196,14 +198,18 @@ func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report 
 		status.Volumes = append(status.Volumes, v.Name)
 	}
 	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), volsJSON)
-	pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
+	if !patchOnly {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
+	}
 
 	// The repo-server needs the socket directory.
 	if i := repoServerIndex(pod); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
 		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
 		base := indexPath("/spec/containers", i) + "/volumeMounts"
 		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []corev1.VolumeMount{m})
-		pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
+		if !patchOnly {
+			pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
+		}
 	}
 
 	// The repo-server's plugin settings the catalog tunes, each unless the
@@ -212,7 +218,9 @@ func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report 
 		if env := missingEnv(pod.Spec.Containers[i], cat.Defaults.RepoServerEnv); len(env) > 0 {
 			base := indexPath("/spec/containers", i) + "/env"
 			appendAll(&ops, base, len(pod.Spec.Containers[i].Env), env)
-			pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, env...)
+			if !patchOnly {
+				pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, env...)
+			}
 			for _, e := range env {
 				status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
 			}
@@ -221,35 +229,43 @@ func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report 
 
 	// The copy init container goes last among init containers so it follows any
 	// copyutil; native sidecars follow it because they exec what it copies.
-	cp := copyContainer(cat, uid)
-	inits := []corev1.Container{cp}
-	initsJSON := []json.RawMessage{enc.json(encKey{kind: "copy", uid: uid}, cp)}
+	// The containers themselves are built only for the mutated pod or when
+	// their JSON is not cached yet.
+	var inits, sidecars []corev1.Container
+	if !patchOnly {
+		inits = append(inits, copyContainer(cat, uid))
+	}
+	initsJSON := []json.RawMessage{enc.jsonOf(encKey{kind: "copy", uid: uid}, func() any { return copyContainer(cat, uid) })}
 	status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
-	var sidecars []corev1.Container
+	var sidecarNames []string
 	var sidecarsJSON []json.RawMessage
 	for _, e := range p.entries {
-		c := sidecar(cat, e, p.images[e.Name], uid, native)
-		sidecars = append(sidecars, c)
-		sidecarsJSON = append(sidecarsJSON, enc.json(encKey{kind: "sidecar", name: e.Name, image: p.images[e.Name], uid: uid, native: native}, c))
+		image := p.images[e.Name]
+		if !patchOnly {
+			sidecars = append(sidecars, sidecar(cat, e, image, uid, native))
+		}
+		sidecarNames = append(sidecarNames, sidecarName(e.Name))
+		sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sidecar", name: e.Name, image: image, uid: uid, native: native},
+			func() any { return sidecar(cat, e, image, uid, native) }))
 	}
 	var mains []corev1.Container
 	var mainsJSON []json.RawMessage
 	if native {
 		inits = append(inits, sidecars...)
 		initsJSON = append(initsJSON, sidecarsJSON...)
-		for _, c := range sidecars {
-			status.InitContainers = append(status.InitContainers, c.Name)
-		}
+		status.InitContainers = append(status.InitContainers, sidecarNames...)
 	} else {
 		mains, mainsJSON = sidecars, sidecarsJSON
-		for _, c := range sidecars {
-			status.Containers = append(status.Containers, c.Name)
-		}
+		status.Containers = append(status.Containers, sidecarNames...)
 	}
 	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), initsJSON)
-	pod.Spec.InitContainers = append(pod.Spec.InitContainers, inits...)
+	if !patchOnly {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, inits...)
+	}
 	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), mainsJSON)
-	pod.Spec.Containers = append(pod.Spec.Containers, mains...)
+	if !patchOnly {
+		pod.Spec.Containers = append(pod.Spec.Containers, mains...)
+	}
 
 	// Annotations: inline configs for the downwardAPI volumes, then the status.
 	add := map[string]string{}
@@ -264,11 +280,15 @@ func apply(pod *corev1.Pod, cat *catalog.Catalog, p plan, inPlace bool) *Report 
 	add[keys.StatusAnnotation] = status.JSON()
 	order = append(order, keys.StatusAnnotation)
 	addAnnotations(&ops, pod.Annotations != nil, add, order)
-	if pod.Annotations == nil {
-		pod.Annotations = make(map[string]string, len(add))
-	}
-	for k, v := range add {
-		pod.Annotations[k] = v
+	if patchOnly {
+		pod = nil
+	} else {
+		if pod.Annotations == nil {
+			pod.Annotations = make(map[string]string, len(add))
+		}
+		for k, v := range add {
+			pod.Annotations[k] = v
+		}
 	}
 
 	return &Report{

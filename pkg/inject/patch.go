@@ -64,6 +64,24 @@ func (p patch) marshal() []byte {
 	// snapshot (encoded.go), which json.Marshal would scan and compact again.
 	// The bytes are json.Marshal's (the golden tests compare them).
 	var b bytes.Buffer
+	// One allocation: the values' lengths plus room for the operations.
+	n := 2
+	for _, op := range p {
+		n += len(op.Path) + 64
+		switch v := op.Value.(type) {
+		case json.RawMessage:
+			n += len(v)
+		case []json.RawMessage:
+			for _, raw := range v {
+				n += len(raw) + 1
+			}
+		case string:
+			n += len(v) + len(v)/8
+		default:
+			n += 256
+		}
+	}
+	b.Grow(n)
 	b.WriteByte('[')
 	for i, op := range p {
 		if i > 0 {

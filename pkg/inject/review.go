@@ -39,8 +39,8 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 		return Update(&old, &pod, cat, trusted != nil && trusted(req.UserInfo.Username))
 	}
 	// CREATE, every pod of the cluster that matches the webhook's selector:
-	// only what injection reads is decoded, and the decoded pod is mutated in
-	// place, as only the patch is sent (see slim.go).
+	// only what injection reads is decoded, and only the patch is built, as
+	// it is all that is sent (see slim.go).
 	pod, err := decodeSlimPod(req.Object.Raw)
 	if err != nil {
 		return denied(nil, []Problem{{ReasonMalformedPod, "cannot decode the pod: " + err.Error()}})
@@ -53,14 +53,12 @@ func noCatalog() *Report {
 	return denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
 }
 
-// injectCreated decides a CREATE of pod (decoded slim, mutated in place) in
-// the request's namespace, or the pod's own when the request names none.
+// injectCreated decides a CREATE of pod (decoded slim; only the patch is
+// built, Report.Pod is nil) in the request's namespace, or the pod's own when
+// the request names none.
 func injectCreated(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
 	if namespace == "" {
 		namespace = pod.Namespace
 	}
-	r := injectPod(pod, namespace, cat, true)
-	// It is the slim pod: nothing may mistake it for the whole mutated pod.
-	r.Pod = nil
-	return r
+	return injectPod(pod, namespace, cat, true)
 }

@@ -144,8 +144,8 @@ func (req *LiteRequest) Lite() bool {
 	return req != nil && req.Operation == admissionv1.Create && req.Object != nil
 }
 
-// ReviewLite is Review for a request for which Lite is true; the pod is
-// injected in place (only the patch is sent) and Report.Pod is nil.
+// ReviewLite is Review for a request for which Lite is true; only the patch
+// is built (it is all that is sent) and Report.Pod is nil.
 func ReviewLite(req *LiteRequest, cat *catalog.Catalog) *Report {
 	if req.Resource != podResource || req.SubResource != "" {
 		return skipped(ReasonNotPod)
