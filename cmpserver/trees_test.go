@@ -20,7 +20,7 @@ spec:
     command: [sh, -c]
     args:
     - |
-      if [ -n "$ARGOCD_ENV_WRITE" ]; then echo x > "$ARGOCD_ENV_WRITE" || exit 3; fi
+      if [ -n "$ARGOCD_ENV_WRITE" ]; then $ARGOCD_ENV_AS sh -c 'echo x > "$1"' sh "$ARGOCD_ENV_WRITE" || exit 3; fi
       printf '{"kind":"ConfigMap","data":{"root":"%s","top":"%s"}}' "$(cd "$ARGOCD_ENV_TOP" && pwd -P)" "$(LC_ALL=C ls -A "$ARGOCD_ENV_TOP" | tr '\n' ' ')"
 `
 
@@ -64,17 +64,18 @@ func TestSharedTreeForTheSameStream(t *testing.T) {
 		t.Fatalf("another repository ran under %s (%v), want its own tree", rootO, err)
 	}
 	// A command that writes into the shared tree fails and changes nothing.
-	// Root ignores permission bits; sidecars run as UID 999 (the injector
-	// sets runAsNonRoot), so this part needs a non-root test run.
-	if os.Geteuid() != 0 {
-		_, _, err = sharedRoot(t, c, repo, "apps/a", "../..", "ARGOCD_ENV_WRITE=new-file")
-		wantErr(t, err, "ermission denied")
-		_, listing, err = sharedRoot(t, c, repo, "apps/b", "../..")
-		if err != nil || listing != "README.md apps" {
-			t.Fatalf("after the refused write: %q %v", listing, err)
-		}
-	} else {
-		t.Log("running as root, which ignores permission bits: the refused write is not checked")
+	// Sidecars run as UID 999, for whom the permission bits decide. Root's
+	// capabilities override them, so a root test run writes without
+	// CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv): the bits decide then too.
+	as := "ARGOCD_ENV_AS="
+	if os.Geteuid() == 0 {
+		as += "setpriv --bounding-set=-dac_override,-dac_read_search --"
+	}
+	_, _, err = sharedRoot(t, c, repo, "apps/a", "../..", "ARGOCD_ENV_WRITE=new-file", as)
+	wantErr(t, err, "ermission denied")
+	_, listing, err = sharedRoot(t, c, repo, "apps/b", "../..")
+	if err != nil || listing != "README.md apps" {
+		t.Fatalf("after the refused write: %q %v", listing, err)
 	}
 	// The tree is read-only on disk.
 	if fi, err := os.Stat(rootA + "/apps/a/x.yaml"); err != nil || fi.Mode().Perm()&0o222 != 0 {
