@@ -1,34 +1,16 @@
 package cli
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
-
-// lockedBuffer is written by the child's output copier and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRunWatch: `run --watch` prints once at start, again after the
 // plugin.yaml changes, again after a file of the app changes, keeps watching
@@ -52,7 +34,7 @@ func TestRunWatch(t *testing.T) {
 	}
 	write(config, plugin("a"))
 	write(filepath.Join(app, "word"), "one")
-	var stdout, stderr lockedBuffer
+	var stdout, stderr servingtest.SyncBuffer
 	cmd := exec.Command(binary, "run", "generate", "--watch", "--watch-interval", "50ms", "--config", config, "--app-dir", app)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

@@ -4,7 +4,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,37 +13,20 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // Process is a child process with its output captured for failure messages.
 type Process struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *servingtest.SyncBuffer
 	done chan struct{}
 	err  error
-}
-
-// syncBuffer is a bytes.Buffer safe for the child's writes and our reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Start runs argv with env added to ours. The child gets its own process group
@@ -52,7 +34,7 @@ func (b *syncBuffer) String() string {
 // a crashed or killed test leaves nothing behind. When logTo is non-nil the output
 // is also copied there.
 func Start(name string, argv []string, env []string, dir string, logTo io.Writer) (*Process, error) {
-	p := &Process{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: name, out: &servingtest.SyncBuffer{}, done: make(chan struct{})}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = dir
