@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // binary is cmd/cmp-server built once for the tests that run it as a process.
@@ -74,19 +75,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// startCmd starts cmd with its stderr in a buffer the test may read while cmd
+// runs; exited receives cmd's exit. If the test ends first, cmd is killed
+// (after the test's own cleanups, which may stop it more gently).
+func startCmd(t *testing.T, cmd *exec.Cmd) (logs *servingtest.SyncBuffer, exited <-chan error) {
+	t.Helper()
+	logs = &servingtest.SyncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- cmd.Wait() }()
+	// After Wait has returned, Kill signals nothing.
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return logs, ch
+}
+
 // startServer runs "cmp-server serve" on a layout, with extra flags, until the
 // test ends, when it must exit 0 on SIGTERM (unless the test already ended it),
 // and waits for socket. The server's log is in the failure message.
 func startServer(t *testing.T, configDir, socketDir, workDir, socket string, args ...string) *exec.Cmd {
 	t.Helper()
 	srv := exec.Command(binary, append([]string{"serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir}, args...)...)
-	var logs bytes.Buffer
-	srv.Stderr = &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
+	logs, exited := startCmd(t, srv)
 	t.Cleanup(func() {
 		_ = srv.Process.Signal(syscall.SIGTERM)
 		if err := <-exited; err != nil && !killedByTest(err) {
@@ -114,18 +126,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	// Argo CD flag name --config-dir-path is accepted.
 	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s", "--otlp-address", "collector:4317")
 	cmd.Env = append(os.Environ(), "ARGOCD_PLUGINSOCKFILEPATH="+socketDir, "ARGOCD_CMP_WORKDIR="+workDir)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-	})
+	logs, exited := startCmd(t, cmd)
 	socket := filepath.Join(socketDir, "slow.sock")
 	waitFor(t, "socket", func() bool { _, err := os.Stat(socket); return err == nil })
 

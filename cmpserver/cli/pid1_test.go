@@ -114,16 +114,10 @@ func TestPID1ReapsOrphansAndKillsLeftovers(t *testing.T) {
 	}
 	configDir, socketDir, workDir := layout(t, forkPlugin)
 	socket := filepath.Join(socketDir, "forker.sock")
-	var logs bytes.Buffer
 	// --kill-child: if the test dies, the namespace dies with unshare.
 	ns := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
 		binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir, "--kill-grace", "1s")
-	ns.Stderr = &logs
-	if err := ns.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- ns.Wait() }()
+	logs, exited := startCmd(t, ns)
 	init := childOf(t, ns.Process.Pid)
 	t.Cleanup(func() {
 		// unshare does not forward signals: stop the server itself.

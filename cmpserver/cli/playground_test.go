@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -36,18 +35,7 @@ func TestPlaygroundCommand(t *testing.T) {
 	ln.Close()
 	cmd := exec.Command(binary, "playground", "--config", filepath.Join(configDir, "plugin.yaml"), "--app-dir", app,
 		"--listen", addr, "--app-namespace", "team-a", "--parameters", paramsFile, "--logformat", "text")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-	})
+	logs, exited := startCmd(t, cmd)
 	var state struct {
 		Plugin     struct{ Name string }
 		Env        struct{ Namespace string }
