@@ -1,11 +1,18 @@
 package injector
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
+	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +75,13 @@ func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted fun
 	return respond(req.UID, report), report
 }
 
+// v1Semantics makes the one-pass decoder (json/v2's implementation, about
+// twice as fast as encoding/json on a review, which was a quarter of a
+// review's CPU under load) decode exactly as encoding/json does: case-
+// insensitive names, the last of duplicate names, invalid UTF-8 replaced.
+// FuzzLiteReviewMatchesFull compares it with the whole decode.
+var v1Semantics = jsonv1.DefaultOptionsV1()
+
 // decodeLite decodes a pod CREATE's review in one pass over the body (see
 // inject.LiteReview); false for anything else, including every request
 // DecodeReview refuses, which then takes the whole decode and its messages.
@@ -77,7 +91,7 @@ func decodeLite(contentType string, body []byte) (*inject.LiteRequest, bool) {
 		return nil, false
 	}
 	var review inject.LiteReview
-	if json.Unmarshal(body, &review) != nil || review.APIVersion != admissionGVK.GroupVersion().String() ||
+	if jsonv2.Unmarshal(body, &review, v1Semantics) != nil || review.APIVersion != admissionGVK.GroupVersion().String() ||
 		review.Kind != admissionGVK.Kind || review.Request == nil || review.Request.UID == "" || !review.Request.Lite() {
 		return nil, false
 	}
@@ -107,10 +121,52 @@ func respond(uid types.UID, report *inject.Report) *admissionv1.AdmissionRespons
 }
 
 // encodeResponse wraps a response in a review of the same version it came in.
-func encodeResponse(resp *admissionv1.AdmissionResponse) ([]byte, error) {
+// An allowed response, nearly every one, is written directly: json.Marshal's
+// reflection and its copy of the base64 patch were a tenth of a review.
+// TestEncodeResponseIsJSONMarshal keeps the bytes json.Marshal's.
+func encodeResponse(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) error {
+	if resp.Allowed && resp.Result == nil && resp.AuditAnnotations == nil && resp.Warnings == nil &&
+		(resp.PatchType == nil || *resp.PatchType == admissionv1.PatchTypeJSONPatch) && plainJSONString(string(resp.UID)) {
+		b.Write(appendAllowed(b.AvailableBuffer(), resp))
+		return nil
+	}
 	out := admissionv1.AdmissionReview{Response: resp}
 	out.SetGroupVersionKind(admissionGVK)
-	return json.Marshal(&out)
+	raw, err := json.Marshal(&out)
+	b.Write(raw)
+	return err
+}
+
+// allowedHead is json.Marshal's start of an AdmissionReview response.
+const allowedHead = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"`
+
+func appendAllowed(b []byte, resp *admissionv1.AdmissionResponse) []byte {
+	n := len(allowedHead) + len(resp.UID) + 64 + base64.StdEncoding.EncodedLen(len(resp.Patch))
+	b = slices.Grow(b, n)
+	b = append(b, allowedHead...)
+	b = append(b, resp.UID...)
+	b = append(b, `","allowed":true`...)
+	if len(resp.Patch) > 0 {
+		b = append(b, `,"patch":"`...)
+		b = base64.StdEncoding.AppendEncode(b, resp.Patch)
+		b = append(b, '"')
+	}
+	if resp.PatchType != nil {
+		b = append(b, `,"patchType":"JSONPatch"`...)
+	}
+	return append(b, "}}"...)
+}
+
+// plainJSONString says whether json.Marshal writes s between quotes unchanged:
+// printable ASCII without the characters it escapes. A UID is a UUID.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func asRequestError(err error) (*requestError, bool) {

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
@@ -57,6 +59,10 @@ func FuzzLiteReviewMatchesFull(f *testing.F) {
 	f.Add([]byte(podReview("u", "argocd", []byte(`{"metadata":{"labels":{"cmp-injector.io/inject":"true"},"annotations":{"cmp-injector.io/plugins":"helm","cmp-injector.io/status":"{}"}}}`), false)))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"version":"v1","resource":"services"},"object":{}}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"version":"v1","resource":"pods"},"object":null}}`))
+	// encoding/json's semantics the one-pass decoder keeps: names matched
+	// without case, the last of duplicate names, invalid UTF-8 replaced.
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","Request":{"UID":"x","Operation":"CREATE","resource":{"version":"v1","resource":"pods"},"Object":{"Metadata":{"LABELS":{"cmp-injector.io/inject":"true"},"annotations":{"cmp-injector.io/plugins":"helm"}}}}}`))
+	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","operation":"CREATE","resource":{"version":"v1","resource":"pods"},"object":{"metadata":{"labels":{"cmp-injector.io/inject":"false"},"labels":{"cmp-injector.io/inject":"true"},"annotations":{"cmp-injector.io/plugins":"helm` + "\xff" + `"}}}}}`))
 	cat, err := catalog.Load("testdata/catalog.yaml")
 	if err != nil {
 		f.Fatal(err)
@@ -76,10 +82,44 @@ func FuzzLiteReviewMatchesFull(f *testing.F) {
 		}
 		want, _ := Review(review.Request, cat, nil)
 		got := respond(lite.UID, inject.ReviewLite(lite, cat))
-		wb, _ := encodeResponse(want)
-		gb, _ := encodeResponse(got)
-		if !bytes.Equal(wb, gb) {
-			t.Fatalf("one-pass answer differs:\n got %s\nwant %s", gb, wb)
+		var wb, gb bytes.Buffer
+		_ = encodeResponse(&wb, want)
+		_ = encodeResponse(&gb, got)
+		if !bytes.Equal(wb.Bytes(), gb.Bytes()) {
+			t.Fatalf("one-pass answer differs:\n got %s\nwant %s", gb.String(), wb.String())
 		}
 	})
+}
+
+// TestEncodeResponseIsJSONMarshal: the directly written allowed response is
+// json.Marshal's, byte for byte, and anything else still takes json.Marshal.
+func TestEncodeResponseIsJSONMarshal(t *testing.T) {
+	jp := admissionv1.PatchTypeJSONPatch
+	other := admissionv1.PatchType("Other")
+	for _, resp := range []*admissionv1.AdmissionResponse{
+		{UID: "0d5bd1a6-7f0e-4c4e-9d3b-2b7cbf4c1e11", Allowed: true},
+		{UID: "u", Allowed: true, PatchType: &jp, Patch: []byte(`[{"op":"add","path":"/a","value":1}]`)},
+		{UID: "u", Allowed: true, PatchType: &jp},
+		{UID: "u", Allowed: true, Patch: []byte{0, 1, 2, 250, 251}},
+		{UID: "u", Allowed: true, PatchType: &other, Patch: []byte(`[]`)},
+		{UID: `a"b<c>&\` + "\u00e9\x01", Allowed: true, PatchType: &jp, Patch: []byte(`[]`)},
+		{UID: "u", Allowed: true, Warnings: []string{"w"}},
+		{UID: "u", Allowed: true, AuditAnnotations: map[string]string{"a": "b"}},
+		{UID: "u", Allowed: false, Result: &metav1.Status{Code: 403, Message: "no"}},
+		{UID: "", Allowed: true},
+	} {
+		var buf bytes.Buffer
+		buf.WriteString("reused buffer")
+		buf.Reset()
+		if err := encodeResponse(&buf, resp); err != nil {
+			t.Fatal(err)
+		}
+		got := buf.Bytes()
+		review := admissionv1.AdmissionReview{Response: resp}
+		review.SetGroupVersionKind(admissionGVK)
+		want, _ := json.Marshal(&review)
+		if !bytes.Equal(got, want) {
+			t.Errorf("encodeResponse(%+v)\n got %s\nwant %s", resp, got, want)
+		}
+	}
 }

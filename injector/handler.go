@@ -3,12 +3,13 @@ package injector
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 )
@@ -17,7 +18,9 @@ import (
 // admission decision, including a denial, is a 200 with a review body.
 func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	body, err := readBody(w, r)
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body, err := readBody(w, r, buf)
 	if err != nil {
 		// Only a body over the limit is 413; a short or badly chunked one is
 		// the client's malformed request, said as it is.
@@ -48,13 +51,17 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := respond(req.UID, report)
 	dryRun := req.DryRun != nil && *req.DryRun
-	out, err := encodeResponse(resp)
-	if err != nil {
+	out := getBuffer()
+	if err := encodeResponse(out, resp); err != nil {
 		s.refuse(w, http.StatusInternalServerError, "cannot encode response: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
+	if _, err := w.Write(out.Bytes()); err == nil {
+		// Write returns once the bytes are copied or sent; after an error
+		// (a stream reset under HTTP/2) a frame may still hold them.
+		putBuffer(out)
+	}
 
 	s.metrics.observe(report, namespaceLabel(cat, req.Namespace), dryRun)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
@@ -65,7 +72,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 		zap.String("operation", string(req.Operation)),
 		zap.Bool("dryRun", dryRun),
 		zap.String("decision", string(report.Decision)),
-		zap.Any("reasons", report.Reasons),
+		zap.Array("reasons", reasons(report.Reasons)),
 		zap.Strings("plugins", report.Plugins),
 		zap.Duration("took", time.Since(start)),
 	}
@@ -82,18 +89,45 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads the request body, at most MaxReviewBytes, into one buffer
-// of the announced length (io.ReadAll doubles its way up to a large pod's
-// review, twice its size in garbage).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads the request body, at most MaxReviewBytes, into buf, grown
+// once to the announced length (io.ReadAll doubles its way up to a large
+// pod's review, twice its size in garbage). Nothing keeps the body after the
+// review: both decoders copy what they keep.
+func readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxReviewBytes)
 	if n := r.ContentLength; n > 0 && n <= MaxReviewBytes {
-		var buf bytes.Buffer
 		buf.Grow(int(n) + bytes.MinRead)
-		_, err := buf.ReadFrom(body)
-		return buf.Bytes(), err
 	}
-	return io.ReadAll(body)
+	_, err := buf.ReadFrom(body)
+	return buf.Bytes(), err
+}
+
+// Request bodies and responses are a few KiB per review, the larger part of
+// what a review allocates; reusing them keeps the collector's work down.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled keeps a rare large pod's buffer from staying in the pool.
+const maxPooled = 64 << 10
+
+func getBuffer() *bytes.Buffer { return buffers.Get().(*bytes.Buffer) }
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooled {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
+}
+
+// reasons logs reason codes as a string array; zap.Any would encode them
+// through reflection on every review.
+type reasons []inject.Reason
+
+func (rs reasons) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, r := range rs {
+		enc.AppendString(string(r))
+	}
+	return nil
 }
 
 func (s *Server) refuse(w http.ResponseWriter, code int, msg string) {

@@ -41,6 +41,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return program.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
+// DefaultGCPercent is the webhook's collector target: 400 gave +25% reviews/s
+// over Go's 100 under load (make bench-e2e), for a heap of tens of MiB.
+const DefaultGCPercent = 400
+
 func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-injector serve", "--catalog FILE --tls-cert-file FILE --tls-key-file FILE [flags]")
 	var cfg injector.Options
@@ -57,6 +61,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; more wait to be accepted")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
+	gcPercent := fs.Int("gc-percent", DefaultGCPercent, "the Go collector's target (GOGC) when the environment sets none; with it, a soft memory limit of 90% of the container's unless GOMEMLIMIT is set (0 = the runtime's defaults)")
 	var rf reconcileFlags
 	rf.register(fs.FlagSet)
 	if err := fs.Parse(args); err != nil {
@@ -75,7 +80,9 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	// to do; a trace would only bury that.
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stdio.Stderr), logLevel), zap.AddCaller())
 	defer func() { _ = log.Sync() }()
-	log.Info("starting cmp-injector", zap.String("version", version.Version))
+	gc := serving.TuneGC(*gcPercent, serving.CgroupMemoryMax)
+	log.Info("starting cmp-injector", zap.String("version", version.Version),
+		zap.String("gcPercent", gc.GCPercent), zap.Int64("memoryLimitBytes", gc.MemoryLimit), zap.String("memoryLimitFrom", gc.Source))
 	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
 	srv := injector.New(cfg, log)
