@@ -206,7 +206,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	if i := repoServerIndex(pod); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
 		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
 		base := indexPath("/spec/containers", i) + "/volumeMounts"
-		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []corev1.VolumeMount{m})
+		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []json.RawMessage{enc.json(encKey{kind: "mount", name: m.Name}, m)})
 		if !patchOnly {
 			pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
 		}
@@ -217,7 +217,11 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	if i := repoServerIndex(pod); i >= 0 {
 		if env := missingEnv(pod.Spec.Containers[i], cat.Defaults.RepoServerEnv); len(env) > 0 {
 			base := indexPath("/spec/containers", i) + "/env"
-			appendAll(&ops, base, len(pod.Spec.Containers[i].Env), env)
+			envJSON := make([]json.RawMessage, len(env))
+			for j, e := range env {
+				envJSON[j] = enc.json(encKey{kind: "env", name: e.Name}, e)
+			}
+			appendAll(&ops, base, len(pod.Spec.Containers[i].Env), envJSON)
 			if !patchOnly {
 				pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, env...)
 			}
@@ -269,17 +273,20 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 
 	// Annotations: inline configs for the downwardAPI volumes, then the status.
 	add := map[string]string{}
+	// A config's value is the catalog's: its JSON string is kept per snapshot.
+	addJSON := map[string]json.RawMessage{}
 	var order []string
 	for _, e := range p.entries {
 		if e.InlineYAML != "" && e.Config.ConfigMap == nil {
 			k := keys.ConfigAnnotationPrefix + e.Name
 			add[k] = e.InlineYAML
+			addJSON[k] = enc.json(encKey{kind: "config", name: e.Name}, e.InlineYAML)
 			order = append(order, k)
 		}
 	}
 	add[keys.StatusAnnotation] = status.JSON()
 	order = append(order, keys.StatusAnnotation)
-	addAnnotations(&ops, pod.Annotations != nil, add, order)
+	addAnnotations(&ops, pod.Annotations != nil, add, addJSON, order)
 	if patchOnly {
 		pod = nil
 	} else {

@@ -46,13 +46,17 @@ func appendAll[T any](p *patch, path string, existing int, items []T) {
 }
 
 // addAnnotations sets keys in metadata.annotations, creating the map when the
-// pod has none.
-func addAnnotations(p *patch, hasMap bool, kv map[string]string, order []string) {
+// pod has none; a key in encoded has its value's JSON there already.
+func addAnnotations(p *patch, hasMap bool, kv map[string]string, encoded map[string]json.RawMessage, order []string) {
 	if !hasMap {
 		p.add("/metadata/annotations", kv)
 		return
 	}
 	for _, k := range order {
+		if raw, ok := encoded[k]; ok {
+			p.add("/metadata/annotations/"+EscapePointer(k), raw)
+			continue
+		}
 		p.add("/metadata/annotations/"+EscapePointer(k), kv[k])
 	}
 }
@@ -88,13 +92,15 @@ func (p patch) marshal() []byte {
 			b.WriteByte(',')
 		}
 		b.WriteString(`{"op":`)
-		writeJSON(&b, op.Op)
+		writeString(&b, op.Op)
 		b.WriteString(`,"path":`)
-		writeJSON(&b, op.Path)
+		writeString(&b, op.Path)
 		b.WriteString(`,"value":`)
 		switch v := op.Value.(type) {
 		case json.RawMessage:
 			b.Write(v)
+		case string:
+			writeString(&b, v)
 		case []json.RawMessage:
 			b.WriteByte('[')
 			for j, raw := range v {
@@ -111,6 +117,21 @@ func (p patch) marshal() []byte {
 	}
 	b.WriteByte(']')
 	return b.Bytes()
+}
+
+// writeString appends s as json.Marshal writes it: between quotes as it is
+// when it holds only printable ASCII that encoding/json does not escape
+// (operations, paths), else through json.Marshal.
+func writeString(b *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			writeJSON(b, s)
+			return
+		}
+	}
+	b.WriteByte('"')
+	b.WriteString(s)
+	b.WriteByte('"')
 }
 
 // writeJSON appends v's json.Marshal form.
