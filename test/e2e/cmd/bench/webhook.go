@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,8 @@ type loadResult struct {
 	P99us    float64 `json:"p99us"`
 	Proto    string  `json:"proto"`
 	Failures int     `json:"failures"`
+	// RespBytes is the size of the first response's body.
+	RespBytes int `json:"respBytes"`
 }
 
 func runWebhook(o options) error {
@@ -67,17 +71,18 @@ func runWebhook(o options) error {
 		return err
 	}
 	type target struct {
-		name string
-		argv []string
+		name  string
+		argv  []string
+		floor bool
 	}
-	targets := []target{{"floor", []string{self, "floor", "--cert", cert, "--key", key}}}
+	targets := []target{{"floor", []string{self, "floor", "--cert", cert, "--key", key}, true}}
 	for _, b := range o.injectors {
-		targets = append(targets, target{b.name, []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}})
+		targets = append(targets, target{b.name, []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}, false})
 	}
 	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per concurrency\n", o.webhookFor)
 	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
 	results := map[string]map[string]loadResult{}
-	for _, t := range targets {
+	measure := func(t target) error {
 		port, err := harness.FreePort()
 		if err != nil {
 			return err
@@ -87,7 +92,7 @@ func runWebhook(o options) error {
 			return err
 		}
 		argv := append(append([]string(nil), t.argv...), "--listen", "127.0.0.1:"+strconv.Itoa(port))
-		if t.name != "floor" {
+		if !t.floor {
 			argv = append(argv, "--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport))
 		}
 		argv = pinned(1, argv...)
@@ -97,35 +102,48 @@ func runWebhook(o options) error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
-		url := fmt.Sprintf("https://127.0.0.1:%d", port)
-		if err := waitReady(url + "/readyz"); err != nil {
+		defer func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+		}()
+		url := fmt.Sprintf("https://127.0.0.1:%d", port)
+		if err := waitReady(url + "/readyz"); err != nil {
 			return fmt.Errorf("%s: %v\n%s", t.name, err, tail(logs.String(), 2000))
 		}
 		results[t.name] = map[string]loadResult{}
 		for _, c := range o.concurrency {
 			r, err := load(self, url+"/mutate", small, c, o.webhookFor)
 			if err != nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
 				return fmt.Errorf("%s c=%d: %v", t.name, c, err)
 			}
 			results[t.name]["c"+strconv.Itoa(c)] = r
 		}
 		r, err := load(self, url+"/mutate", large, 1, o.webhookFor)
-		if err == nil {
-			results[t.name]["pod50"] = r
-		}
-		results[t.name]["rss"] = loadResult{PerSec: vmHWM(cmd.Process.Pid)}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
 		if err != nil {
 			return fmt.Errorf("%s 50-container pod: %v", t.name, err)
 		}
+		results[t.name]["pod50"] = r
+		results[t.name]["rss"] = loadResult{PerSec: vmHWM(cmd.Process.Pid)}
+		return nil
 	}
+	for _, t := range targets {
+		if err := measure(t); err != nil {
+			return err
+		}
+	}
+	// The no-op floor answers with a few bytes; an injector answers with its
+	// patch. The same floor answering with a response of the first
+	// injector's size shows what that size alone costs: over 4 KiB, Go's
+	// HTTP/2 server sends the body from the handler in its own DATA frame,
+	// then ends the stream with another.
+	respBytes := results[o.injectors[0].name]["c1"].RespBytes
+	sized := target{"floor+resp", []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(respBytes)}, true}
+	if err := measure(sized); err != nil {
+		return err
+	}
+	targets = append([]target{targets[0], sized}, targets[1:]...)
 	floor := results["floor"]
-	fmt.Printf("  %-8s %-10s %6s %10s %8s %9s %9s %8s %8s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails")
+	fmt.Printf("  %-10s %-10s %8s %10s %8s %9s %9s %8s %8s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails")
 	keysOrder := []string{}
 	for _, c := range o.concurrency {
 		keysOrder = append(keysOrder, "c"+strconv.Itoa(c))
@@ -138,10 +156,12 @@ func runWebhook(o options) error {
 			if k == "pod50" {
 				label = "50-ctr c1"
 			}
-			fmt.Printf("  %-8s %-10s %6s %10.0f %8.2f %9.0f %9.0f %8.2f %8d\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures)
+			fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures)
 		}
-		fmt.Printf("  %-8s peak RSS %.0f MiB\n", t.name, results[t.name]["rss"].PerSec)
+		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, results[t.name]["rss"].PerSec, results[t.name]["c1"].RespBytes)
 	}
+	fmt.Printf("  (floor+resp: the no-op floor answering with a response as long as %s's, %d bytes: the part of the gap that is the response's size alone)\n",
+		o.injectors[0].name, respBytes)
 	return nil
 }
 
@@ -201,14 +221,16 @@ func loadMain(args []string) error {
 	// Warm-up: connections and the server's first allocations.
 	warm := time.Now().Add(*d / 5)
 	var proto string
+	var respBytes int
 	for time.Now().Before(warm) {
 		resp, err := client.Post(*url, "application/json", bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		proto = resp.Proto
-		_, _ = io.Copy(io.Discard, resp.Body)
+		n, _ := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		respBytes = int(n)
 	}
 	lat := make([][]time.Duration, *c)
 	fails := make([]int, *c)
@@ -239,7 +261,7 @@ func loadMain(args []string) error {
 	wg.Wait()
 	elapsed := time.Since(start)
 	var all []time.Duration
-	r := loadResult{Proto: proto}
+	r := loadResult{Proto: proto, RespBytes: respBytes}
 	for i := range lat {
 		all = append(all, lat[i]...)
 		r.Failures += fails[i]
@@ -260,7 +282,15 @@ func floorMain(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8443", "")
 	cert := fs.String("cert", "", "")
 	key := fs.String("key", "", "")
+	size := fs.Int("response-bytes", 0, "answer with a JSON Patch (an empty one, padded) that makes the response this long")
 	_ = fs.Parse(args)
+	const head = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true%s}}`
+	var patch string
+	if pad := *size - len(fmt.Sprintf(head, "0d5bd1a6-7f0e-4c4e-9d3b-2b7cbf4c1e11", `,"patchType":"JSONPatch","patch":""`)); pad > 4 {
+		// base64 of "[" + spaces + "]": a valid, empty patch of the padded length.
+		raw := "[" + strings.Repeat(" ", pad*3/4-2) + "]"
+		patch = `,"patchType":"JSONPatch","patch":"` + base64.StdEncoding.EncodeToString([]byte(raw)) + `"`
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/mutate", func(w http.ResponseWriter, r *http.Request) {
@@ -279,7 +309,7 @@ func floorMain(args []string) error {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, in.Request.UID)
+		fmt.Fprintf(w, head, in.Request.UID, patch)
 	})
 	return (&http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}).ListenAndServeTLS(*cert, *key)
 }
