@@ -169,6 +169,8 @@ type Server struct {
 	streams chan struct{}
 	// trees are the shared trees of read-only plugins (trees.go).
 	trees *trees
+	// removals remove request dirs after their responses (cleanup.go).
+	removals removals
 }
 
 // New validates the options, wipes and recreates the work dir, and builds the
@@ -317,6 +319,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(serveErr, grpc.ErrServerStopped) {
 		serveErr = nil
 	}
+	s.removals.finish()
 	s.trees.removeAll()
 	return serveErr
 }

@@ -95,7 +95,8 @@ func TestAllFourRPCs(t *testing.T) {
 	if !reflect.DeepEqual(manifests, want) {
 		t.Errorf("Generate = %q", manifests)
 	}
-	// Request dirs are removed after each request.
+	// Request dirs are removed after each request (after its response).
+	ts.srv.removals.idle()
 	entries, _ := os.ReadDir(ts.srv.opts.WorkDir)
 	if len(entries) != 0 {
 		t.Errorf("work dir not cleaned: %v", entries)

@@ -111,7 +111,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		return err
 	}
 	ws := &workspace{dir: dir}
-	defer cfg.engine.cleanup(ws)
+	defer s.removals.run(func() { cfg.engine.cleanup(ws) })
 	// A read-only plugin's tree is shared between the requests that send the
 	// same stream (trees.go); any other request unpacks into its own dir.
 	shared := extract && cfg.plugin.Spec.ReadOnlyRepository
