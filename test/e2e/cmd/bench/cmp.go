@@ -80,8 +80,11 @@ type result struct {
 	requests               int
 	medianMs, minMs        float64
 	totalMs                float64
-	cpuMsPerReq            float64
-	rssMiB                 float64
+	// packMs is the median time the client took to pack the repository
+	// (before the server receives anything); afterMs the median of the rest.
+	packMs, afterMs float64
+	cpuMsPerReq     float64
+	rssMiB          float64
 }
 
 func runCMP(o options) error {
@@ -170,7 +173,11 @@ func printCMP(repo string, mono bool, rs []result) {
 	if mono {
 		timeCol = "total ms (20 apps)"
 	}
-	fmt.Printf("  %-10s %-6s %18s %9s %8s %14s %8s %8s %8s\n", "server", "repo-s", timeCol, "min ms", "× argo", "CPU ms/req", "× argo", "RSS MiB", "× argo")
+	fmt.Printf("  %-10s %-6s %18s %9s %8s %14s %8s %8s %8s", "server", "repo-s", timeCol, "min ms", "× argo", "CPU ms/req", "× argo", "RSS MiB", "× argo")
+	if !mono {
+		fmt.Printf(" %9s %9s %8s", "pack ms", "rest ms", "× argo")
+	}
+	fmt.Println()
 	for _, r := range rs {
 		t := r.medianMs
 		if mono {
@@ -188,7 +195,19 @@ func printCMP(repo string, mono bool, rs []result) {
 			}
 			rr = fmt.Sprintf("%.2f", r.rssMiB/anchor.rssMiB)
 		}
-		fmt.Printf("  %-10s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s\n", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+		fmt.Printf("  %-10s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+		if !mono {
+			ra := "-"
+			if anchor != nil && anchor.afterMs > 0 {
+				ra = fmt.Sprintf("%.2f", r.afterMs/anchor.afterMs)
+			}
+			fmt.Printf(" %9.0f %9.0f %8s", r.packMs, r.afterMs, ra)
+		}
+		fmt.Println()
+	}
+	if !mono {
+		fmt.Println("  (pack ms: Argo CD's client writing the .tar.gz before it sends anything, the same for every server;")
+		fmt.Println("   rest ms: from then to the response, the part a plugin server's speed changes)")
 	}
 }
 
@@ -240,7 +259,7 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	drive := func(runs int) ([]float64, error) {
+	drive := func(runs int) ([]float64, []float64, error) {
 		dargv := pinned(0, o.cmpbench, "--sock-dir", sockets, "--plugin", plugin, "--repo", repoRoot,
 			"--app", strings.Join(apps, ","), "--runs", strconv.Itoa(runs))
 		c := exec.Command(dargv[0], dargv[1:]...)
@@ -248,27 +267,27 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		var out, errb bytes.Buffer
 		c.Stdout, c.Stderr = &out, &errb
 		if err := c.Run(); err != nil {
-			return nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(logs.String(), 2000))
+			return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(logs.String(), 2000))
 		}
-		var ms []float64
+		var ms, pack []float64
 		sc := bufio.NewScanner(&out)
 		for sc.Scan() {
-			var r struct{ Ms float64 }
+			var r struct{ Ms, PackMs float64 }
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			ms = append(ms, r.Ms)
+			ms, pack = append(ms, r.Ms), append(pack, r.PackMs)
 		}
-		return ms, nil
+		return ms, pack, nil
 	}
-	if _, err := drive(1); err != nil {
+	if _, _, err := drive(1); err != nil {
 		return result{}, err
 	}
 	before, err := cpuMs(cmd.Process.Pid)
 	if err != nil {
 		return result{}, err
 	}
-	ms, err := drive(o.runs)
+	ms, pack, err := drive(o.runs)
 	if err != nil {
 		return result{}, err
 	}
@@ -294,6 +313,11 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		sorted := append([]float64(nil), ms...)
 		sort.Float64s(sorted)
 		res.medianMs, res.minMs = sorted[len(sorted)/2], sorted[0]
+		after := make([]float64, len(ms))
+		for i := range ms {
+			after[i] = ms[i] - pack[i]
+		}
+		res.packMs, res.afterMs = median(pack), median(after)
 	}
 	res.cpuMsPerReq = (after - before) / float64(len(ms))
 	if len(apps) > 1 {
@@ -302,6 +326,12 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 	}
 	res.rssMiB = vmHWM(cmd.Process.Pid)
 	return res, nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 // cpuMs is the process's user+system CPU time and its waited-for children's, in ms.

@@ -4,7 +4,9 @@
 // (packing the repository with util/tgzstream, CheckPluginConfiguration, the
 // GenerateManifest stream in ARGOCD_CMP_CHUNK_SIZE chunks, tar exclusions from
 // ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS as the repo-server's flag reads
-// them). It prints one JSON line per request: the app path and wall time.
+// them). It prints one JSON line per request: the app path, the wall time
+// and the time until the client had packed the repository (its tar done
+// signal), after which the plugin server receives anything.
 //
 //	cmpbench --sock-dir DIR --plugin NAME --repo ROOT --app PATH[,PATH...] --runs N
 package main
@@ -31,6 +33,7 @@ import (
 type result struct {
 	App       string  `json:"app"`
 	Ms        float64 `json:"ms"`
+	PackMs    float64 `json:"packMs"`
 	Manifests int     `json:"manifests"`
 }
 
@@ -68,15 +71,35 @@ func main() {
 				ProjectName:       "default",
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+			// The repo-server's tar done signal: sent once the tarball is
+			// written, before the first message goes to the plugin.
+			tarDone := make(chan bool)
+			packed := make(chan time.Time, 1)
+			go func() {
+				if _, ok := <-tarDone; ok {
+					packed <- time.Now()
+				}
+				close(packed)
+			}()
 			start := time.Now()
 			resp, err := repository.GenerateManifests(ctx, *repo+"/"+app, *repo, q.Revision, q, false, git.NoopCredsStore{},
-				resource.MustParse("1G"), utilio.NewRandomizedTempPaths(tmp), repository.WithCMPTarExcludedGlobs(excluded))
+				resource.MustParse("1G"), utilio.NewRandomizedTempPaths(tmp), repository.WithCMPTarExcludedGlobs(excluded),
+				repository.WithCMPTarDoneChannel(tarDone))
 			elapsed := time.Since(start)
 			cancel()
+			var packMs float64
+			select {
+			case t, ok := <-packed:
+				if ok {
+					packMs = float64(t.Sub(start).Microseconds()) / 1000
+				}
+			case <-time.After(time.Second):
+				// No signal (not a sidecar request): no figure.
+			}
 			if err != nil {
 				fail(fmt.Errorf("app %s: %w", app, err))
 			}
-			_ = out.Encode(result{App: app, Ms: float64(elapsed.Microseconds()) / 1000, Manifests: len(resp.Manifests)})
+			_ = out.Encode(result{App: app, Ms: float64(elapsed.Microseconds()) / 1000, PackMs: packMs, Manifests: len(resp.Manifests)})
 		}
 	}
 }
