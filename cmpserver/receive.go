@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -56,12 +57,40 @@ func receiveRepo(stream appStream, unpackFor func(*pluginpb.ManifestRequestMetad
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
 	}
-	in := newIdleReceiver(stream, idle)
-	defer in.stop()
-	first, err := in.recv()
-	if errors.Is(err, errStreamIdle) {
-		return nil, err
+	r := &receiver{stream: stream, unpackFor: unpackFor, limits: limits}
+	if idle <= 0 {
+		return r.receive()
 	}
+	return r.receiveWatched(idle)
+}
+
+// receiver reads one repository stream (receive). With an idle bound, it runs
+// on its own goroutine and the handler only watches it (receiveWatched): gRPC
+// cannot interrupt a server-side Recv (its context only ends with the client,
+// the client's deadline or the handler), and returning from the handler
+// cancels the stream, which ends that Recv and the goroutine with it. The
+// goroutine hashes and spools each chunk itself: handing every message to
+// the handler cost two goroutine switches per 1 KiB chunk.
+type receiver struct {
+	stream    appStream
+	unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo
+	limits    Limits
+	// lastMsg is when the last message arrived (unix nanoseconds).
+	lastMsg atomic.Int64
+	// mu orders the start of the extraction with the watcher giving up:
+	// once abandoned, unpackFor (which may take a shared tree the caller
+	// releases) is not called and nothing is unpacked; un, once started, is
+	// stopped by the watcher on idle.
+	mu        sync.Mutex
+	un        *streamUnpack
+	abandoned bool
+}
+
+var errAbandoned = errors.New("the request ended while the stream was read")
+
+func (r *receiver) receive() (*receivedRepo, error) {
+	ctx := r.stream.Context()
+	first, err := r.recv()
 	if err != nil {
 		return nil, fmt.Errorf("error receiving stream metadata: %w", err)
 	}
@@ -70,29 +99,26 @@ func receiveRepo(stream appStream, unpackFor func(*pluginpb.ManifestRequestMetad
 		return nil, errors.New("error getting stream metadata: metadata is nil")
 	}
 	hash := sha256.New()
-	var un *streamUnpack
-	if to := unpackFor(meta); to != nil {
-		if un, err = startUnpack(to); err != nil {
-			return nil, err
-		}
+	un, err := r.startUnpack(meta)
+	if err != nil {
+		return nil, err
+	}
+	if un != nil {
 		// On every return: stop the extraction and wait for it, so nothing
 		// writes into the request dir once the caller removes it.
 		defer un.stop()
 	}
-	maxCompressed := limits.MaxCompressedBytes
+	maxCompressed := r.limits.MaxCompressedBytes
 	var size int64
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("stream context error: %w", err)
 		}
-		msg, err := in.recv()
+		msg, err := r.recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, errStreamIdle) {
-				return nil, err
-			}
 			return nil, fmt.Errorf("error receiving stream: %w", err)
 		}
 		file := msg.GetFile()
@@ -119,6 +145,69 @@ func receiveRepo(stream appStream, unpackFor func(*pluginpb.ManifestRequestMetad
 		}
 	}
 	return &receivedRepo{meta: meta, size: size}, nil
+}
+
+// startUnpack starts the extraction unpackFor asks for, unless the watcher
+// has given up on the request.
+func (r *receiver) startUnpack(meta *pluginpb.ManifestRequestMetadata) (*streamUnpack, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.abandoned {
+		return nil, errAbandoned
+	}
+	to := r.unpackFor(meta)
+	if to == nil {
+		return nil, nil
+	}
+	un, err := startUnpack(to)
+	r.un = un
+	return un, err
+}
+
+func (r *receiver) recv() (*pluginpb.AppStreamRequest, error) {
+	msg, err := r.stream.Recv()
+	r.lastMsg.Store(time.Now().UnixNano())
+	return msg, err
+}
+
+type receiveResult struct {
+	repo *receivedRepo
+	err  error
+}
+
+// receiveWatched runs receive on its own goroutine and ends the request when
+// no message has arrived for idle. The extraction is stopped before it
+// returns, as receive itself does, so nothing writes into the request dir
+// once the caller removes it; the goroutine ends when the handler returns.
+func (r *receiver) receiveWatched(idle time.Duration) (*receivedRepo, error) {
+	done := make(chan receiveResult, 1)
+	r.lastMsg.Store(time.Now().UnixNano())
+	go func() {
+		repo, err := r.receive()
+		done <- receiveResult{repo, err}
+	}()
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	for {
+		select {
+		case res := <-done:
+			return res.repo, res.err
+		case <-timer.C:
+			if quiet := time.Since(time.Unix(0, r.lastMsg.Load())); quiet < idle {
+				timer.Reset(idle - quiet)
+				continue
+			}
+			r.mu.Lock()
+			r.abandoned = true
+			un := r.un
+			r.mu.Unlock()
+			if un != nil {
+				un.stop()
+			}
+			return nil, idleStatus{status.Newf(codes.DeadlineExceeded,
+				"no message on the stream for %s: the client stopped sending (limit --stream-idle-timeout)", idle)}
+		}
+	}
 }
 
 // A gzip bomb is a small stream that expands to files over --max-extracted-bytes.
@@ -366,73 +455,3 @@ type idleStatus struct{ st *status.Status }
 func (e idleStatus) Error() string              { return e.st.Err().Error() }
 func (e idleStatus) GRPCStatus() *status.Status { return e.st }
 func (e idleStatus) Is(target error) bool       { return target == errStreamIdle }
-
-// idleReceiver bounds the wait for each stream message. gRPC cannot interrupt a
-// server-side Recv (its context only ends with the client, the client's deadline
-// or the handler), so with a timeout Recv runs in its own goroutine and the
-// handler stops waiting for it; returning from the handler then cancels the
-// stream, which ends that Recv and the goroutine with it.
-type idleReceiver struct {
-	stream  appStream
-	idle    time.Duration
-	results chan recvResult
-	done    chan struct{}
-	timer   *time.Timer
-}
-
-type recvResult struct {
-	msg *pluginpb.AppStreamRequest
-	err error
-}
-
-func newIdleReceiver(stream appStream, idle time.Duration) *idleReceiver {
-	r := &idleReceiver{stream: stream, idle: idle}
-	if idle > 0 {
-		r.results = make(chan recvResult)
-		r.done = make(chan struct{})
-		go r.loop()
-	}
-	return r
-}
-
-func (r *idleReceiver) loop() {
-	for {
-		msg, err := r.stream.Recv()
-		select {
-		case r.results <- recvResult{msg, err}:
-		case <-r.done:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (r *idleReceiver) recv() (*pluginpb.AppStreamRequest, error) {
-	if r.results == nil {
-		return r.stream.Recv()
-	}
-	if r.timer == nil {
-		r.timer = time.NewTimer(r.idle)
-	} else {
-		r.timer.Reset(r.idle)
-	}
-	select {
-	case res := <-r.results:
-		return res.msg, res.err
-	case <-r.timer.C:
-		return nil, idleStatus{status.Newf(codes.DeadlineExceeded,
-			"no message on the stream for %s: the client stopped sending (limit --stream-idle-timeout)", r.idle)}
-	}
-}
-
-// stop lets the receiving goroutine exit; call it once the stream is no longer read.
-func (r *idleReceiver) stop() {
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	if r.done != nil {
-		close(r.done)
-	}
-}
