@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"slices"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -126,8 +124,8 @@ func respond(uid types.UID, report *inject.Report) *admissionv1.AdmissionRespons
 // TestEncodeResponseIsJSONMarshal keeps the bytes json.Marshal's.
 func encodeResponse(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) error {
 	if resp.Allowed && resp.Result == nil && resp.AuditAnnotations == nil && resp.Warnings == nil &&
-		(resp.PatchType == nil || *resp.PatchType == admissionv1.PatchTypeJSONPatch) && plainJSONString(string(resp.UID)) {
-		b.Write(appendAllowed(b.AvailableBuffer(), resp))
+		(resp.PatchType == nil || *resp.PatchType == admissionv1.PatchTypeJSONPatch) {
+		writeAllowed(b, resp)
 		return nil
 	}
 	out := admissionv1.AdmissionReview{Response: resp}
@@ -138,35 +136,22 @@ func encodeResponse(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) error 
 }
 
 // allowedHead is json.Marshal's start of an AdmissionReview response.
-const allowedHead = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"`
+const allowedHead = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":`
 
-func appendAllowed(b []byte, resp *admissionv1.AdmissionResponse) []byte {
-	n := len(allowedHead) + len(resp.UID) + 64 + base64.StdEncoding.EncodedLen(len(resp.Patch))
-	b = slices.Grow(b, n)
-	b = append(b, allowedHead...)
-	b = append(b, resp.UID...)
-	b = append(b, `","allowed":true`...)
+func writeAllowed(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) {
+	b.Grow(len(allowedHead) + len(resp.UID) + 64 + base64.StdEncoding.EncodedLen(len(resp.Patch)))
+	b.WriteString(allowedHead)
+	b.Write(inject.AppendJSONString(b.AvailableBuffer(), string(resp.UID)))
+	b.WriteString(`,"allowed":true`)
 	if len(resp.Patch) > 0 {
-		b = append(b, `,"patch":"`...)
-		b = base64.StdEncoding.AppendEncode(b, resp.Patch)
-		b = append(b, '"')
+		b.WriteString(`,"patch":"`)
+		b.Write(base64.StdEncoding.AppendEncode(b.AvailableBuffer(), resp.Patch))
+		b.WriteByte('"')
 	}
 	if resp.PatchType != nil {
-		b = append(b, `,"patchType":"JSONPatch"`...)
+		b.WriteString(`,"patchType":"JSONPatch"`)
 	}
-	return append(b, "}}"...)
-}
-
-// plainJSONString says whether json.Marshal writes s between quotes unchanged:
-// printable ASCII without the characters it escapes. A UID is a UUID.
-func plainJSONString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
+	b.WriteString("}}")
 }
 
 func asRequestError(err error) (*requestError, bool) {

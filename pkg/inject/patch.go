@@ -119,19 +119,24 @@ func (p patch) marshal() []byte {
 	return b.Bytes()
 }
 
-// writeString appends s as json.Marshal writes it: between quotes as it is
-// when it holds only printable ASCII that encoding/json does not escape
-// (operations, paths), else through json.Marshal.
+// writeString appends s as json.Marshal writes it.
 func writeString(b *bytes.Buffer, s string) {
+	b.Write(AppendJSONString(b.AvailableBuffer(), s))
+}
+
+// AppendJSONString appends s as json.Marshal writes it: between quotes as it
+// is when it holds only printable ASCII that encoding/json does not escape
+// (operations, paths, UIDs), else through json.Marshal.
+func AppendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			writeJSON(b, s)
-			return
+			out, _ := json.Marshal(s) // a string always marshals
+			return append(dst, out...)
 		}
 	}
-	b.WriteByte('"')
-	b.WriteString(s)
-	b.WriteByte('"')
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // writeJSON appends v's json.Marshal form.
