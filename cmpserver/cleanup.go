@@ -36,6 +36,3 @@ func (r *removals) finish() {
 	r.mu.Unlock()
 	r.wg.Wait()
 }
-
-// idle waits for the removals under way (tests, between requests).
-func (r *removals) idle() { r.wg.Wait() }

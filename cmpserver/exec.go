@@ -381,12 +381,8 @@ type spool struct {
 }
 
 func newSpool(dir string, limit int64, onOverflow func()) (*spool, error) {
-	f, err := os.CreateTemp(dir, ".stdout-")
+	f, err := createUnlinked(dir, ".stdout-")
 	if err != nil {
-		return nil, fmt.Errorf("error creating the output file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("error creating the output file: %w", err)
 	}
 	return &spool{f: f, limit: limit, onOverflow: onOverflow}, nil

@@ -75,7 +75,9 @@ type receiver struct {
 	stream    appStream
 	unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo
 	limits    Limits
-	// lastMsg is when the last message arrived (unix nanoseconds).
+	// lastMsg is when the last message arrived (unix nanoseconds), kept
+	// only when watched (receiveWatched reads it).
+	watched bool
 	lastMsg atomic.Int64
 	// mu orders the start of the extraction with the watcher giving up:
 	// once abandoned, unpackFor (which may take a shared tree the caller
@@ -166,7 +168,9 @@ func (r *receiver) startUnpack(meta *pluginpb.ManifestRequestMetadata) (*streamU
 
 func (r *receiver) recv() (*pluginpb.AppStreamRequest, error) {
 	msg, err := r.stream.Recv()
-	r.lastMsg.Store(time.Now().UnixNano())
+	if r.watched {
+		r.lastMsg.Store(time.Now().UnixNano())
+	}
 	return msg, err
 }
 
@@ -181,6 +185,7 @@ type receiveResult struct {
 // once the caller removes it; the goroutine ends when the handler returns.
 func (r *receiver) receiveWatched(idle time.Duration) (*receivedRepo, error) {
 	done := make(chan receiveResult, 1)
+	r.watched = true
 	r.lastMsg.Store(time.Now().UnixNano())
 	go func() {
 		repo, err := r.receive()
@@ -327,15 +332,8 @@ const spoolFlush = 256 << 10
 var errSpoolAborted = errors.New("stream ended before the tarball was complete")
 
 func newTgzSpool(dir string) (*tgzSpool, error) {
-	f, err := os.CreateTemp(dir, "tgz-")
+	f, err := createUnlinked(dir, "tgz-")
 	if err != nil {
-		return nil, fmt.Errorf("error creating temp file: %w", err)
-	}
-	// Unlinked at once: no command or later request can see it, and it goes
-	// away with the descriptor whatever happens (the work dir is wiped at start
-	// should the process die in between).
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("error creating temp file: %w", err)
 	}
 	s := &tgzSpool{f: f, buf: make([]byte, 0, spoolFlush)}
