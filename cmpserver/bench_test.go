@@ -1,7 +1,6 @@
 package cmpserver
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 const (
@@ -44,23 +44,6 @@ func benchRepo(b *testing.B) string {
 		}
 	}
 	return root
-}
-
-// peakRSSMB reads the process's high-water RSS (VmHWM).
-func peakRSSMB() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }
 
 // BenchmarkGenerateLargeRepo streams a 5,000-file, 50 MB repository through the
@@ -97,7 +80,7 @@ spec:
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(peakRSSMB(), "peakRSS-MB")
+	b.ReportMetric(servingtest.PeakRSSMiB(os.Getpid()), "peakRSS-MB")
 }
 
 // BenchmarkExtract is the server's extraction of the same tarball alone, to

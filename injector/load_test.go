@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // BenchmarkHandler measures one review through the HTTP handler (no network):
@@ -126,18 +128,5 @@ func TestLoad(t *testing.T) {
 			clients, len(all), elapsed.Seconds(), float64(len(all))/elapsed.Seconds(),
 			q(0.50).Round(time.Microsecond), q(0.99).Round(time.Microsecond))
 	}
-	fmt.Printf("load: peak RSS of the test process (server and clients): %s\n", peakRSS())
-}
-
-func peakRSS() string {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:"))
-		}
-	}
-	return "unknown"
+	fmt.Printf("load: peak RSS of the test process (server and clients): %.0f MiB\n", servingtest.PeakRSSMiB(os.Getpid()))
 }

@@ -297,18 +297,7 @@ func TestUnknownCommand(t *testing.T) {
 // lists every command; a mistyped flag is reported once.
 func TestHelpEverywhere(t *testing.T) {
 	help := func(args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(binary, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, stdout.String(), stderr.String()
+		return servingtest.Run(t, exec.Command(binary, args...))
 	}
 	names := []string{"helm"}
 	for _, c := range Commands() {

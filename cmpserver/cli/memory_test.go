@@ -19,31 +19,18 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // procField reads one "Name: value kB" (status) or "name: value" (io) line of
 // /proc/<pid>/<file>.
 func procField(t *testing.T, pid int, file, name string) int64 {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	v, err := servingtest.ProcField(pid, file, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, name+":"); ok {
-			f := strings.Fields(rest)
-			v, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(f) > 1 && f[1] == "kB" {
-				v <<= 10
-			}
-			return v
-		}
-	}
-	t.Fatalf("no %s in /proc/%d/%s", name, pid, file)
-	return 0
+	return v
 }
 
 func envInt64(name string, def int64) int64 {

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -10,26 +8,17 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // runProbe runs "cmp-server probe args..." with extra env and returns its exit
 // code and output.
 func runProbe(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
 	cmd := exec.Command(binary, append([]string{"probe"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatal(err)
-	}
-	return code, out.String(), errOut.String()
+	return servingtest.Run(t, cmd)
 }
 
 // wantFailure checks exit 1 with exactly one line on stderr naming why.

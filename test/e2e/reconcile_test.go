@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -451,17 +451,8 @@ func doctorPod(t *testing.T, in *harness.Injector, installNS, pod string) (docto
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(env.bins["cmp-injector"], append([]string{"doctor", "--kubeconfig", env.cp.Kubeconfig,
 			"--namespace", installNS, "--catalog", in.Catalog}, args...)...)
-		var out, errOut strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String() + errOut.String(), code
+		code, stdout, stderr := servingtest.Run(t, cmd)
+		return stdout + stderr, code
 	}
 	js, code := run("-o", "json")
 	var rep struct {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // benchPlugin is the plugin both servers run: it prints one object, so the
@@ -324,7 +325,7 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		// The monorepo's figure is the whole fan-out's CPU per round.
 		res.cpuMsPerReq = (after - before) / float64(len(rounds))
 	}
-	res.rssMiB = vmHWM(cmd.Process.Pid)
+	res.rssMiB = servingtest.PeakRSSMiB(cmd.Process.Pid)
 	return res, nil
 }
 
@@ -356,20 +357,6 @@ func cpuMs(pid int) (float64, error) {
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
-
-func vmHWM(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
 
 func numCPU() int { return runtime.NumCPU() }
 

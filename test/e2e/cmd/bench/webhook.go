@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -82,6 +83,8 @@ func runWebhook(o options) error {
 	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per concurrency\n", o.webhookFor)
 	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
 	results := map[string]map[string]loadResult{}
+	// Per target: peak RSS in MiB and the size of its response to the small pod.
+	rss, respBytes := map[string]float64{}, map[string]int{}
 	measure := func(t target) error {
 		port, err := harness.FreePort()
 		if err != nil {
@@ -117,13 +120,14 @@ func runWebhook(o options) error {
 				return fmt.Errorf("%s c=%d: %v", t.name, c, err)
 			}
 			results[t.name]["c"+strconv.Itoa(c)] = r
+			respBytes[t.name] = r.RespBytes
 		}
 		r, err := load(self, url+"/mutate", large, 1, o.webhookFor)
 		if err != nil {
 			return fmt.Errorf("%s 50-container pod: %v", t.name, err)
 		}
 		results[t.name]["pod50"] = r
-		results[t.name]["rss"] = loadResult{PerSec: vmHWM(cmd.Process.Pid)}
+		rss[t.name] = servingtest.PeakRSSMiB(cmd.Process.Pid)
 		return nil
 	}
 	for _, t := range targets {
@@ -136,8 +140,8 @@ func runWebhook(o options) error {
 	// injector's size shows what that size alone costs: over 4 KiB, Go's
 	// HTTP/2 server sends the body from the handler in its own DATA frame,
 	// then ends the stream with another.
-	respBytes := results[o.injectors[0].name]["c1"].RespBytes
-	sized := target{"floor+resp", []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(respBytes)}, true}
+	ours := respBytes[o.injectors[0].name]
+	sized := target{"floor+resp", []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(ours)}, true}
 	if err := measure(sized); err != nil {
 		return err
 	}
@@ -158,10 +162,10 @@ func runWebhook(o options) error {
 			}
 			fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures)
 		}
-		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, results[t.name]["rss"].PerSec, results[t.name]["c1"].RespBytes)
+		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, rss[t.name], respBytes[t.name])
 	}
 	fmt.Printf("  (floor+resp: the no-op floor answering with a response as long as %s's, %d bytes: the part of the gap that is the response's size alone)\n",
-		o.injectors[0].name, respBytes)
+		o.injectors[0].name, ours)
 	return nil
 }
 
