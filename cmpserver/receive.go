@@ -75,8 +75,8 @@ type receiver struct {
 	stream    appStream
 	unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo
 	limits    Limits
-	// lastMsg is when the last message arrived (unix nanoseconds), kept
-	// only when watched (receiveWatched reads it).
+	// watched is set by receiveWatched, which reads lastMsg: when the last
+	// message arrived (unix nanoseconds), kept only then.
 	watched bool
 	lastMsg atomic.Int64
 	// mu orders the start of the extraction with the watcher giving up:
