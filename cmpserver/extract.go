@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
@@ -240,11 +239,6 @@ func isLimit(err error) bool {
 }
 
 func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
-	// Let the receiving goroutine run between entries: on one CPU (a sidecar
-	// with a CPU limit of 1, where Go sizes GOMAXPROCS to 1) the extraction
-	// would otherwise hold it for whole time slices while the client waits for
-	// flow control, and the transfer stops and goes.
-	runtime.Gosched()
 	x.files++
 	if err := checkEntryLimits(x.limits, x.files, x.bytes, hdr); err != nil {
 		return err
