@@ -6,13 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // maxWatched bounds how many entries of the app dir are compared on each poll;
@@ -29,8 +26,7 @@ const (
 // maxReportedPaths bounds the paths one change event lists.
 const maxReportedPaths = 20
 
-// watcher polls the app dir and plugin.yaml with serving.Poller: polling
-// works the same on Linux and macOS (where authors run the playground), sees
+// watcher polls the app dir and plugin.yaml: polling works the same on Linux and macOS (where authors run the playground), sees
 // through editors that replace files by renaming, and one stat per file every
 // PollInterval is nothing for a chart.
 type watcher struct {
@@ -58,29 +54,28 @@ func newWatcher(appDir, config string, interval time.Duration, log *zap.Logger) 
 	return &watcher{appDir: appDir, config: config, interval: interval, log: log}
 }
 
-// run polls until ctx ends and calls notify once per settled change. The
-// loop is serving.Poller's; the fingerprint is a counter of the changes seen,
-// because the page wants to know which paths changed, not only that some did.
+// run polls until ctx ends and calls notify once per settled change, with the
+// paths that changed: the page wants to know which, not only that some did
+// (serving.Poller only says that a fingerprint changed).
 func (w *watcher) run(ctx context.Context, notify func(change)) {
 	last := w.snapshot()
-	changes := 0
-	var pending change
-	p := &serving.Poller{
-		Interval: w.interval,
-		Fingerprint: func() (string, error) {
-			next := w.snapshot()
-			if _, ok := diff(last, next, w.appDir, w.config); ok {
-				next = w.settle(ctx, next)
-				pending, _ = diff(last, next, w.appDir, w.config)
-				last = next
-				changes++
-			}
-			return strconv.Itoa(changes), nil
-		},
-		OnChange: func(string, error) { notify(pending) },
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next := w.snapshot()
+		if _, ok := diff(last, next, w.appDir, w.config); !ok {
+			continue
+		}
+		next = w.settle(ctx, next)
+		c, _ := diff(last, next, w.appDir, w.config)
+		last = next
+		notify(c)
 	}
-	p.Prime()
-	p.Run(ctx)
 }
 
 // settle lets a burst of writes end (an editor's save, a git checkout, a file
