@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -397,7 +396,7 @@ func (d *doctor) checkPod(ctx context.Context, g *checkGroup, pod *corev1.Pod) {
 		g.failPod(pr, id+": "+err.Error(), "")
 		return
 	}
-	pr.Plugins, pr.Revision, pr.Stale = dr.Status.Plugins, currentRevision(pod), dr.Stale
+	pr.Plugins, pr.Revision, pr.Stale = dr.Status.Plugins, dr.Recorded.Revision, dr.Stale
 	for k := range dr.Live {
 		pr.Pending = append(pr.Pending, strings.TrimPrefix(k, keys.ConfigAnnotationPrefix))
 	}
@@ -415,13 +414,6 @@ func (d *doctor) checkPod(ctx context.Context, g *checkGroup, pod *corev1.Pod) {
 		g.passPod(pr, fmt.Sprintf("%s: injected [%s], current with catalog revision %s", id, strings.Join(pr.Plugins, ", "), d.cat.Revision))
 	}
 	d.checkSidecars(g, pod, pr, dr.Status)
-}
-
-// currentRevision is the revision in the pod's status annotation.
-func currentRevision(pod *corev1.Pod) string {
-	var st inject.Status
-	_ = json.Unmarshal([]byte(pod.Annotations[keys.StatusAnnotation]), &st)
-	return st.Revision
 }
 
 // checkSidecars reports restarts of the containers the injector owns and how

@@ -327,7 +327,9 @@ func (r *Reconciler) report(pod *corev1.Pod, d *inject.Drift, cat *catalog.Catal
 		r.log.Info("plugin config updated live", zap.String("pod", key), zap.String("revision", cat.Revision), zap.Strings("annotations", names))
 		r.recorder.Event(pod, corev1.EventTypeNormal, EventConfigUpdated, msg)
 	}
-	if len(d.Stale) == 0 || sameStale(pod, d.Stale) {
+	// Reported once per change, not once per resync: the status already
+	// lists these differences when they were reported before.
+	if len(d.Stale) == 0 || slices.Equal(d.Recorded.Stale, d.Stale) {
 		return
 	}
 	msg := fmt.Sprintf("not current with catalog revision %s until restarted: %s", cat.Revision, d.StaleMessage())
@@ -336,16 +338,6 @@ func (r *Reconciler) report(pod *corev1.Pod, d *inject.Drift, cat *catalog.Catal
 	if owner := r.owner(context.Background(), pod); owner != nil {
 		r.recorder.Event(owner, corev1.EventTypeWarning, EventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg))
 	}
-}
-
-// sameStale reports whether the pod's status already lists these differences,
-// so a pod stays reported once per change, not once per resync.
-func sameStale(pod *corev1.Pod, stale []inject.Difference) bool {
-	var st inject.Status
-	if err := json.Unmarshal([]byte(pod.Annotations[keys.StatusAnnotation]), &st); err != nil {
-		return false
-	}
-	return slices.Equal(st.Stale, stale)
 }
 
 // setStale records a pod's stale differences (nil: none) and recomputes the

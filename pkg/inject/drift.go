@@ -71,6 +71,8 @@ type Drift struct {
 	// revision once nothing is stale, else the one it was injected (or last
 	// brought current) at, with the stale list.
 	Status Status
+	// Recorded is the status annotation as the pod carries it now.
+	Recorded Status
 }
 
 // Current reports whether the pod matches the catalog entirely.
@@ -109,7 +111,7 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%s", problems[0].Message)
 	}
-	d := &Drift{Live: map[string]string{}, Status: *st}
+	d := &Drift{Live: map[string]string{}, Status: *st, Recorded: *st}
 	d.Status.Stale = nil
 	stale := func(plugin string, r StaleReason, format string, args ...any) {
 		d.Stale = append(d.Stale, Difference{Plugin: plugin, Reason: r, Message: fmt.Sprintf(format, args...)})
