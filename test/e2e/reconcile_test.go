@@ -305,6 +305,10 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		t.Logf("doctor says:\n%s", lastLines(text, 60))
 	})
 
+	// The webhook configuration lives as long as the whole test: a subtest's
+	// cleanup deleting it left the next subtest's first pods unreviewed
+	// (created before the apiserver saw the configuration again).
+	whole := t
 	t.Run("the follower takes over when the leader dies", func(t *testing.T) {
 		_, each := metricSum(t, ins, "cmp_injector_reconcile_leader")
 		leader := slices.Index(each, 1)
@@ -319,7 +323,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		// On a cluster the webhook Service routes to the replica left; here
 		// the webhook configuration is pointed at it. Without a webhook to
 		// review them (failurePolicy Fail), its patches would be refused.
-		installWebhook(t, follower)
+		installWebhook(whole, follower)
 		// The image goes back: the pod is current again once someone acts.
 		helm["image"] = "alpine/helm:3.16.2"
 		cat["revision"] = "day2-failover"
