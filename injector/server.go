@@ -202,8 +202,11 @@ func (s *Server) countConns(_ net.Conn, state http.ConnState) {
 }
 
 // TLSConfig serves the reloaded certificate with TLS 1.2 or later, offering
-// HTTP/2 (which kube-apiserver's webhook client prefers: one connection
-// carries its concurrent reviews) and HTTP/1.1.
+// HTTP/2 and HTTP/1.1. kube-apiserver calls a webhook behind a Service, or at
+// any URL but localhost, over HTTP/1.1 only, so that its concurrent reviews
+// spread over the Service's endpoints (k8s.io/apiserver/pkg/util/webhook,
+// kubernetes#75791); it negotiates HTTP/2 only with a webhook at a localhost
+// URL.
 func (s *Server) TLSConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.GetCertificate,
 		NextProtos: []string{"h2", "http/1.1"}}

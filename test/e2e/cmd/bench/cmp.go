@@ -122,7 +122,7 @@ func runCMP(o options) error {
 		}
 		repos = append(repos, repo{fmt.Sprintf("monorepo 20 apps, 1000 files / %.0f MB", mb), root, apps})
 	}
-	fmt.Printf("\n== plugin servers through Argo CD's repo-server code (GenerateManifests), %d runs after a warm-up; tuned: ARGOCD_CMP_CHUNK_SIZE=%d ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=%q\n",
+	fmt.Printf("\n== plugin servers through Argo CD's repo-server code (GenerateManifests), %d interleaved rounds after a warm-up; tuned: ARGOCD_CMP_CHUNK_SIZE=%d ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=%q\n",
 		o.runs, o.chunk, o.exclude)
 	if o.argo == "" {
 		fmt.Println("   (Argo CD's argocd-cmp-server is not cached: run hack/tools.sh argocd to compare with it)")
@@ -148,14 +148,14 @@ func runCMP(o options) error {
 			if len(r.apps) > 1 {
 				servers = append(servers, readOnlyServers(o)...)
 			}
-			for _, s := range servers {
-				res, err := measureCMP(o, base, s, sc, r.root, r.apps)
-				if err != nil {
-					return fmt.Errorf("%s %s %s: %w", r.name, s.name, sc.name, err)
-				}
-				res.repo = r.name
-				results = append(results, res)
+			rs, err := measureCMP(o, base, servers, sc, r.root, r.apps)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", r.name, sc.name, err)
 			}
+			for i := range rs {
+				rs[i].repo = r.name
+			}
+			results = append(results, rs...)
 		}
 		printCMP(r.name, len(r.apps) > 1, results)
 	}
@@ -212,92 +212,146 @@ func printCMP(repo string, mono bool, rs []result) {
 	}
 }
 
-// measureCMP starts a fresh server (so its peak RSS is this scenario's), sends
-// one warm-up request, then o.runs rounds of requests for apps, and reads the
-// server's CPU time (its own and its waited-for children's, the plugin
-// commands) around the measured rounds.
-func measureCMP(o options, base string, s server, sc scenario, repoRoot string, apps []string) (result, error) {
-	dir, err := os.MkdirTemp(base, s.name+"-")
-	if err != nil {
-		return result{}, err
-	}
-	defer os.RemoveAll(dir)
-	config, sockets, work := filepath.Join(dir, "config"), filepath.Join(dir, "sock"), filepath.Join(dir, "work")
-	for _, d := range []string{config, sockets, work} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return result{}, err
+// measureCMP starts a fresh instance of every server (so each peak RSS is this
+// scenario's), sends each one warm-up request, then o.runs rounds in which the
+// servers take turns, one request (one per app) each. Taking turns keeps the
+// VM's drift over minutes out of the ratios. CPU is each server's own and its
+// waited-for children's (the plugin commands) across the rounds; a server
+// waiting for its turn uses none.
+func measureCMP(o options, base string, servers []server, sc scenario, repoRoot string, apps []string) ([]result, error) {
+	var running []*cmpServer
+	defer func() {
+		for _, r := range running {
+			r.stop()
+		}
+	}()
+	for _, s := range servers {
+		r, err := startCMP(base, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		running = append(running, r)
+		if _, _, err := r.drive(o, sc, repoRoot, apps); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	plugin := "bench-" + s.name
+	ms := make([][]float64, len(running))
+	pack := make([][]float64, len(running))
+	cpu0 := make([]float64, len(running))
+	for i, r := range running {
+		c, err := cpuMs(r.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		cpu0[i] = c
+	}
+	for range o.runs {
+		for i, r := range running {
+			m, p, err := r.drive(o, sc, repoRoot, apps)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.s.name, err)
+			}
+			ms[i], pack[i] = append(ms[i], m...), append(pack[i], p...)
+		}
+	}
+	var out []result
+	for i, r := range running {
+		cpu1, err := cpuMs(r.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		res := summarize(r.s, sc, apps, ms[i], pack[i], cpu1-cpu0[i])
+		res.rssMiB = servingtest.PeakRSSMiB(r.cmd.Process.Pid)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// cmpServer is one plugin server running for a scenario.
+type cmpServer struct {
+	s            server
+	cmd          *exec.Cmd
+	logs         bytes.Buffer
+	dir, sockets string
+	plugin       string
+}
+
+func startCMP(base string, s server) (*cmpServer, error) {
+	dir, err := os.MkdirTemp(base, s.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	r := &cmpServer{s: s, dir: dir, sockets: filepath.Join(dir, "sock"), plugin: "bench-" + s.name}
+	config, work := filepath.Join(dir, "config"), filepath.Join(dir, "work")
+	for _, d := range []string{config, r.sockets, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	extra := ""
 	if s.readOnly {
 		extra = "\n  readOnlyRepository: true"
 	}
-	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, plugin, extra)), 0o644); err != nil {
-		return result{}, err
+	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, r.plugin, extra)), 0o644); err != nil {
+		return nil, err
 	}
 	argv := make([]string, len(s.argv))
 	for i, a := range s.argv {
 		argv[i] = strings.ReplaceAll(a, "CONFIG", config)
 	}
 	argv = pinned(1, argv...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(append(os.Environ(), s.env...), "ARGOCD_PLUGINSOCKFILEPATH="+sockets, "ARGOCD_CMP_WORKDIR="+work)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		return result{}, err
+	r.cmd = exec.Command(argv[0], argv[1:]...)
+	r.cmd.Env = append(append(os.Environ(), s.env...), "ARGOCD_PLUGINSOCKFILEPATH="+r.sockets, "ARGOCD_CMP_WORKDIR="+work)
+	r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
+	if err := r.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
 	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	sock := filepath.Join(sockets, plugin+".sock")
+	sock := filepath.Join(r.sockets, r.plugin+".sock")
 	deadline := time.Now().Add(30 * time.Second)
 	for !exists(sock) {
 		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("no socket after 30s:\n%s", logs.String())
+			r.stop()
+			return nil, fmt.Errorf("no socket after 30s:\n%s", r.logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	drive := func(runs int) ([]float64, []float64, error) {
-		dargv := pinned(0, o.cmpbench, "--sock-dir", sockets, "--plugin", plugin, "--repo", repoRoot,
-			"--app", strings.Join(apps, ","), "--runs", strconv.Itoa(runs))
-		c := exec.Command(dargv[0], dargv[1:]...)
-		c.Env = append(os.Environ(), sc.env...)
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		if err := c.Run(); err != nil {
-			return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(logs.String(), 2000))
+	return r, nil
+}
+
+func (r *cmpServer) stop() {
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	_ = os.RemoveAll(r.dir)
+}
+
+// drive runs Argo CD's client once per app against the server and returns
+// each request's time and packing time in ms.
+func (r *cmpServer) drive(o options, sc scenario, repoRoot string, apps []string) (ms, pack []float64, err error) {
+	dargv := pinned(0, o.cmpbench, "--sock-dir", r.sockets, "--plugin", r.plugin, "--repo", repoRoot,
+		"--app", strings.Join(apps, ","), "--runs", "1")
+	c := exec.Command(dargv[0], dargv[1:]...)
+	c.Env = append(os.Environ(), sc.env...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(r.logs.String(), 2000))
+	}
+	lines := bufio.NewScanner(&out)
+	for lines.Scan() {
+		var m struct{ Ms, PackMs float64 }
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			return nil, nil, err
 		}
-		var ms, pack []float64
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			var r struct{ Ms, PackMs float64 }
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return nil, nil, err
-			}
-			ms, pack = append(ms, r.Ms), append(pack, r.PackMs)
-		}
-		return ms, pack, nil
+		ms, pack = append(ms, m.Ms), append(pack, m.PackMs)
 	}
-	if _, _, err := drive(1); err != nil {
-		return result{}, err
-	}
-	before, err := cpuMs(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
-	ms, pack, err := drive(o.runs)
-	if err != nil {
-		return result{}, err
-	}
-	after, err := cpuMs(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
-	}
+	return ms, pack, nil
+}
+
+// summarize turns one server's requests into its result: per round, the sum
+// over the apps (one app: one request).
+func summarize(s server, sc scenario, apps []string, ms, pack []float64, cpu float64) result {
 	res := result{server: s.name, scenario: sc.name, requests: len(ms)}
-	// Per round: the sum over the apps of one round (one app: one request).
 	var rounds []float64
 	for i := 0; i+len(apps) <= len(ms); i += len(apps) {
 		var sum float64
@@ -320,13 +374,12 @@ func measureCMP(o options, base string, s server, sc scenario, repoRoot string, 
 		}
 		res.packMs, res.afterMs = median(pack), median(after)
 	}
-	res.cpuMsPerReq = (after - before) / float64(len(ms))
+	res.cpuMsPerReq = cpu / float64(len(ms))
 	if len(apps) > 1 {
 		// The monorepo's figure is the whole fan-out's CPU per round.
-		res.cpuMsPerReq = (after - before) / float64(len(rounds))
+		res.cpuMsPerReq = cpu / float64(len(rounds))
 	}
-	res.rssMiB = servingtest.PeakRSSMiB(cmd.Process.Pid)
-	return res, nil
+	return res
 }
 
 func median(v []float64) float64 {

@@ -69,6 +69,9 @@ type options struct {
 	monorepo    bool
 	webhookFor  time.Duration
 	concurrency []int
+	protos      []string
+	// webhookRounds of every load, interleaved across the targets.
+	webhookRounds int
 }
 
 func main() {
@@ -86,6 +89,7 @@ func main() {
 	var o options
 	sizes := flag.String("sizes", "200,1000,5000", "repository sizes in files (10 kB each), comma-separated")
 	conc := flag.String("concurrency", "1,16,64", "webhook client concurrencies")
+	protos := flag.String("webhook-protos", "http/1.1,h2", "webhook protocols to measure, in order: http/1.1 (how kube-apiserver calls a Service) and h2 (a localhost URL)")
 	flag.StringVar(&o.only, "only", "all", "cmp, webhook or all")
 	flag.IntVar(&o.runs, "runs", 5, "measured requests per repository and server (after one warm-up)")
 	flag.IntVar(&o.repeat, "repeat", 1, "repeat the whole comparison this many times, to see the spread")
@@ -97,7 +101,8 @@ func main() {
 	flag.IntVar(&o.chunk, "tuned-chunk-size", tunedChunkSize, "ARGOCD_CMP_CHUNK_SIZE of the tuned repo-server")
 	flag.StringVar(&o.exclude, "tuned-exclusions", tunedExclusions, "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS of the tuned repo-server")
 	flag.BoolVar(&o.monorepo, "monorepo", true, "also the 20-app monorepo")
-	flag.DurationVar(&o.webhookFor, "webhook-duration", 3*time.Second, "load duration per webhook concurrency")
+	flag.DurationVar(&o.webhookFor, "webhook-duration", 2*time.Second, "load duration per webhook concurrency and round")
+	flag.IntVar(&o.webhookRounds, "webhook-rounds", 3, "rounds of every webhook load, interleaved across the targets; the median is printed")
 	flag.Parse()
 	var err error
 	if o.sizes, err = ints(*sizes); err != nil {
@@ -105,6 +110,12 @@ func main() {
 	}
 	if o.concurrency, err = ints(*conc); err != nil {
 		fatal(err)
+	}
+	for _, p := range strings.Split(*protos, ",") {
+		if _, ok := protoTitle[p]; !ok {
+			fatal(fmt.Errorf("--webhook-protos: %q is not http/1.1 or h2", p))
+		}
+		o.protos = append(o.protos, p)
 	}
 	fatal(run(o))
 }

@@ -71,102 +71,180 @@ func runWebhook(o options) error {
 	if err != nil {
 		return err
 	}
-	type target struct {
-		name  string
-		argv  []string
-		floor bool
-	}
-	targets := []target{{"floor", []string{self, "floor", "--cert", cert, "--key", key}, true}}
+	// All targets run at once, pinned to the server CPU, and the loads take
+	// turns (round by round, target by target): the VM's speed drifts over
+	// minutes, and the median of interleaved rounds keeps that drift out of
+	// the ratios. A target not under load only waits.
+	targets := []*target{{name: "floor", argv: []string{self, "floor", "--cert", cert, "--key", key}, floor: true}}
 	for _, b := range o.injectors {
-		targets = append(targets, target{b.name, []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}, false})
+		targets = append(targets, &target{name: b.name, argv: []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}})
 	}
-	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per concurrency\n", o.webhookFor)
-	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
-	results := map[string]map[string]loadResult{}
-	// Per target: peak RSS in MiB and the size of its response to the small pod.
-	rss, respBytes := map[string]float64{}, map[string]int{}
-	measure := func(t target) error {
-		port, err := harness.FreePort()
-		if err != nil {
-			return err
+	defer func() {
+		for _, t := range targets {
+			t.stop()
 		}
-		mport, err := harness.FreePort()
-		if err != nil {
-			return err
-		}
-		argv := append(append([]string(nil), t.argv...), "--listen", "127.0.0.1:"+strconv.Itoa(port))
-		if !t.floor {
-			argv = append(argv, "--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport))
-		}
-		argv = pinned(1, argv...)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.Discard, &logs
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		defer func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}()
-		url := fmt.Sprintf("https://127.0.0.1:%d", port)
-		if err := waitReady(url + "/readyz"); err != nil {
-			return fmt.Errorf("%s: %v\n%s", t.name, err, tail(logs.String(), 2000))
-		}
-		results[t.name] = map[string]loadResult{}
-		for _, c := range o.concurrency {
-			r, err := load(self, url+"/mutate", small, c, o.webhookFor)
-			if err != nil {
-				return fmt.Errorf("%s c=%d: %v", t.name, c, err)
-			}
-			results[t.name]["c"+strconv.Itoa(c)] = r
-			respBytes[t.name] = r.RespBytes
-		}
-		r, err := load(self, url+"/mutate", large, 1, o.webhookFor)
-		if err != nil {
-			return fmt.Errorf("%s 50-container pod: %v", t.name, err)
-		}
-		results[t.name]["pod50"] = r
-		rss[t.name] = servingtest.PeakRSSMiB(cmd.Process.Pid)
-		return nil
-	}
+	}()
 	for _, t := range targets {
-		if err := measure(t); err != nil {
+		if err := t.start(); err != nil {
 			return err
 		}
 	}
 	// The no-op floor answers with a few bytes; an injector answers with its
 	// patch. The same floor answering with a response of the first
-	// injector's size shows what that size alone costs: over 4 KiB, Go's
-	// HTTP/2 server sends the body from the handler in its own DATA frame,
-	// then ends the stream with another.
-	ours := respBytes[o.injectors[0].name]
-	sized := target{"floor+resp", []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(ours)}, true}
-	if err := measure(sized); err != nil {
+	// injector's size shows what that size alone costs.
+	ours, err := responseSize(targets[1].url+"/mutate", small)
+	if err != nil {
+		return fmt.Errorf("%s: %v", targets[1].name, err)
+	}
+	sized := &target{name: "floor+resp", argv: []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(ours)}, floor: true}
+	targets = append([]*target{targets[0], sized}, targets[1:]...)
+	if err := sized.start(); err != nil {
 		return err
 	}
-	targets = append([]target{targets[0], sized}, targets[1:]...)
-	floor := results["floor"]
-	fmt.Printf("  %-10s %-10s %8s %10s %8s %9s %9s %8s %8s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails")
-	keysOrder := []string{}
+
+	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per load, median of %d interleaved rounds\n", o.webhookFor, o.webhookRounds)
+	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
+	type cell struct{ proto, target, load string }
+	runs := map[cell][]loadResult{}
+	loads := []string{}
 	for _, c := range o.concurrency {
-		keysOrder = append(keysOrder, "c"+strconv.Itoa(c))
+		loads = append(loads, "c"+strconv.Itoa(c))
 	}
-	keysOrder = append(keysOrder, "pod50")
-	for _, t := range targets {
-		for _, k := range keysOrder {
-			r, f := results[t.name][k], floor[k]
-			label := k
-			if k == "pod50" {
-				label = "50-ctr c1"
+	loads = append(loads, "pod50")
+	for range o.webhookRounds {
+		for _, p := range o.protos {
+			for _, l := range loads {
+				body, c := small, 0
+				if l == "pod50" {
+					body, c = large, 1
+				} else {
+					c, _ = strconv.Atoi(l[1:])
+				}
+				for _, t := range targets {
+					r, err := load(self, t.url+"/mutate", body, p, c, o.webhookFor)
+					if err != nil {
+						return fmt.Errorf("%s %s %s: %v", t.name, p, l, err)
+					}
+					k := cell{p, t.name, l}
+					runs[k] = append(runs[k], r)
+				}
 			}
-			fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures)
 		}
-		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, rss[t.name], respBytes[t.name])
 	}
-	fmt.Printf("  (floor+resp: the no-op floor answering with a response as long as %s's, %d bytes: the part of the gap that is the response's size alone)\n",
+	for _, p := range o.protos {
+		fmt.Printf("\n  %s\n", protoTitle[p])
+		fmt.Printf("  %-10s %-10s %8s %10s %8s %9s %9s %8s %8s %14s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails", "rounds min-max")
+		for _, t := range targets {
+			for _, l := range loads {
+				r, f := medianLoad(runs[cell{p, t.name, l}]), medianLoad(runs[cell{p, "floor", l}])
+				r.Failures = 0 // every round's, not the median's
+				for _, x := range runs[cell{p, t.name, l}] {
+					r.Failures += x.Failures
+				}
+				label := l
+				if l == "pod50" {
+					label = "50-ctr c1"
+				}
+				lo, hi := spread(runs[cell{p, t.name, l}])
+				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures, lo, hi)
+			}
+		}
+	}
+	fmt.Println()
+	for _, t := range targets {
+		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, servingtest.PeakRSSMiB(t.cmd.Process.Pid), runs[cell{o.protos[0], t.name, loads[0]}][0].RespBytes)
+	}
+	fmt.Printf("  (floor+resp: the no-op floor answering with a response as long as %s's, %d bytes: the part of the gap that is the response's size alone;\n",
 		o.injectors[0].name, ours)
+	fmt.Printf("   over 4 KiB, Go's HTTP/1.1 server writes it in two TLS records and its HTTP/2 server in two DATA frames the handler waits for)\n")
 	return nil
+}
+
+// target is one webhook server of the comparison, running pinned.
+type target struct {
+	name  string
+	argv  []string
+	floor bool
+	url   string
+	cmd   *exec.Cmd
+	logs  bytes.Buffer
+}
+
+func (t *target) start() error {
+	port, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	argv := append(append([]string(nil), t.argv...), "--listen", "127.0.0.1:"+strconv.Itoa(port))
+	if !t.floor {
+		mport, err := harness.FreePort()
+		if err != nil {
+			return err
+		}
+		argv = append(argv, "--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport))
+	}
+	argv = pinned(1, argv...)
+	t.cmd = exec.Command(argv[0], argv[1:]...)
+	t.cmd.Stdout, t.cmd.Stderr = io.Discard, &t.logs
+	if err := t.cmd.Start(); err != nil {
+		return err
+	}
+	t.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := waitReady(t.url + "/readyz"); err != nil {
+		t.stop()
+		return fmt.Errorf("%s: %v\n%s", t.name, err, tail(t.logs.String(), 2000))
+	}
+	return nil
+}
+
+func (t *target) stop() {
+	if t.cmd != nil && t.cmd.Process != nil {
+		_ = t.cmd.Process.Kill()
+		_ = t.cmd.Wait()
+	}
+	t.cmd = nil
+}
+
+// responseSize is the length of the target's answer to one review.
+func responseSize(url, bodyFile string) (int, error) {
+	body, err := os.ReadFile(bodyFile)
+	if err != nil {
+		return 0, err
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableCompression: true}}
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return len(b), err
+}
+
+// medianLoad is the round with the median throughput.
+func medianLoad(rs []loadResult) loadResult {
+	s := append([]loadResult(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].PerSec < s[j].PerSec })
+	return s[len(s)/2]
+}
+
+func spread(rs []loadResult) (lo, hi float64) {
+	lo, hi = rs[0].PerSec, rs[0].PerSec
+	for _, r := range rs {
+		lo, hi = min(lo, r.PerSec), max(hi, r.PerSec)
+	}
+	return lo, hi
+}
+
+// protoTitle says which clusters call a webhook over each protocol.
+// kube-apiserver's webhook client (k8s.io/apiserver/pkg/util/webhook,
+// hookClientConfig) offers only http/1.1 for a webhook behind a Service and
+// for any URL whose host is not localhost, so that concurrent reviews spread
+// over the Service's endpoints (kubernetes#75791). HTTP/2 is what it uses
+// for a webhook at a localhost URL only.
+var protoTitle = map[string]string{
+	"http/1.1": "HTTP/1.1: how kube-apiserver calls a webhook behind a Service (the chart's default) or at a non-localhost URL",
+	"h2":       "HTTP/2: how kube-apiserver calls a webhook at a localhost URL",
 }
 
 func waitReady(url string) error {
@@ -187,8 +265,8 @@ func waitReady(url string) error {
 	}
 }
 
-func load(self, url, body string, c int, d time.Duration) (loadResult, error) {
-	argv := pinned(0, self, "load", "--url", url, "--body", body, "--c", strconv.Itoa(c), "--for", d.String())
+func load(self, url, body, proto string, c int, d time.Duration) (loadResult, error) {
+	argv := pinned(0, self, "load", "--url", url, "--body", body, "--proto", proto, "--c", strconv.Itoa(c), "--for", d.String())
 	out, err := exec.Command(argv[0], argv[1:]...).Output()
 	if err != nil {
 		var stderr string
@@ -204,24 +282,39 @@ func load(self, url, body string, c int, d time.Duration) (loadResult, error) {
 }
 
 // loadMain posts the review in --body to --url from --c goroutines for --for
-// and prints a loadResult. The transport negotiates HTTP/2 when the server
-// offers it, as kube-apiserver's webhook client does.
+// and prints a loadResult, speaking --proto as kube-apiserver's webhook client
+// would (see protoTitle): over HTTP/1.1 it keeps client-go's 25 idle
+// connections per host, so concurrencies above that open new connections as
+// the API server's would.
 func loadMain(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
 	url := fs.String("url", "", "")
 	bodyFile := fs.String("body", "", "")
 	c := fs.Int("c", 1, "")
 	d := fs.Duration("for", 3*time.Second, "")
+	wantProto := fs.String("proto", "h2", "h2 or http/1.1")
 	_ = fs.Parse(args)
 	body, err := os.ReadFile(*bodyFile)
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	tr := &http.Transport{
 		TLSClientConfig:     &tls.Config{InsecureSkipVerify: true},
 		ForceAttemptHTTP2:   true,
 		MaxIdleConnsPerHost: 1024,
-	}}
+	}
+	switch *wantProto {
+	case "h2":
+	case "http/1.1":
+		// client-go's transport (k8s.io/client-go/transport, idleConnsPerHost).
+		tr.MaxIdleConnsPerHost = 25
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSClientConfig.NextProtos = []string{"http/1.1"}
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	default:
+		return fmt.Errorf("--proto %q: want h2 or http/1.1", *wantProto)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: tr}
 	// Warm-up: connections and the server's first allocations.
 	warm := time.Now().Add(*d / 5)
 	var proto string
