@@ -75,6 +75,9 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 		zap.Array("reasons", reasons(report.Reasons)),
 		zap.Strings("plugins", report.Plugins),
 		zap.Duration("took", time.Since(start)),
+		// kube-apiserver calls a Service's webhook over HTTP/1.1 and only a
+		// localhost URL's over HTTP/2 (docs/performance.md).
+		zap.String("proto", r.Proto),
 	}
 	if cat != nil {
 		fields = append(fields, zap.String("catalogRevision", cat.Revision))

@@ -61,7 +61,7 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 }
 
 // MakeCerts runs `cmp-injector certs` (bin) into outDir: a serving certificate
-// for 127.0.0.1 signed by the CA kept in outDir+"-ca" (made on first use), with
+// for 127.0.0.1 and 0.0.0.0 (TestWebhookProtocols) signed by the CA kept in outDir+"-ca" (made on first use), with
 // extra arguments such as --rotate-ca.
 func MakeCerts(bin, outDir string, extra ...string) error {
 	return RunCerts(bin, outDir, outDir+"-ca", extra...)
@@ -70,7 +70,7 @@ func MakeCerts(bin, outDir string, extra ...string) error {
 // RunCerts is MakeCerts with the CA kept in caDir.
 func RunCerts(bin, outDir, caDir string, extra ...string) error {
 	cmd := exec.Command(bin, append([]string{"certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
-		"--ip", "127.0.0.1", "--validity", "24h", "--out-dir", outDir, "--ca-dir", caDir}, extra...)...)
+		"--ip", "127.0.0.1", "--ip", "0.0.0.0", "--validity", "24h", "--out-dir", outDir, "--ca-dir", caDir}, extra...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cmp-injector certs: %v\n%s", err, out)
 	}
