@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // maxWatched bounds how many entries of the app dir are compared on each poll;
@@ -26,9 +28,10 @@ const (
 // maxReportedPaths bounds the paths one change event lists.
 const maxReportedPaths = 20
 
-// watcher polls the app dir and plugin.yaml: polling works the same on Linux and macOS (where authors run the playground), sees
-// through editors that replace files by renaming, and one stat per file every
-// PollInterval is nothing for a chart.
+// watcher polls the app dir and plugin.yaml: polling works the same on Linux
+// and macOS (where authors run the playground), sees through editors that
+// replace files by renaming, and one stat per file every PollInterval is
+// nothing for a chart.
 type watcher struct {
 	appDir, config string
 	interval       time.Duration
@@ -59,23 +62,16 @@ func newWatcher(appDir, config string, interval time.Duration, log *zap.Logger) 
 // (serving.Poller only says that a fingerprint changed).
 func (w *watcher) run(ctx context.Context, notify func(change)) {
 	last := w.snapshot()
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	serving.Every(ctx, w.interval, func() {
 		next := w.snapshot()
 		if _, ok := diff(last, next, w.appDir, w.config); !ok {
-			continue
+			return
 		}
 		next = w.settle(ctx, next)
 		c, _ := diff(last, next, w.appDir, w.config)
 		last = next
 		notify(c)
-	}
+	})
 }
 
 // settle lets a burst of writes end (an editor's save, a git checkout, a file

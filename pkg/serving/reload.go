@@ -64,14 +64,20 @@ func (p *Poller) Check() bool {
 
 // Run checks every Interval until ctx ends.
 func (p *Poller) Run(ctx context.Context) {
-	t := time.NewTicker(p.Interval)
+	Every(ctx, p.Interval, func() { p.Check() })
+}
+
+// Every calls f every interval until ctx ends: the loop of a poller that
+// wants more from a poll than whether a fingerprint changed.
+func Every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.Check()
+			f()
 		}
 	}
 }

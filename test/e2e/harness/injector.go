@@ -61,8 +61,8 @@ func NewInjector(bin, dir string, catalog []byte, logTo io.Writer) (*Injector, e
 }
 
 // MakeCerts runs `cmp-injector certs` (bin) into outDir: a serving certificate
-// for 127.0.0.1 and 0.0.0.0 (TestWebhookProtocols) signed by the CA kept in outDir+"-ca" (made on first use), with
-// extra arguments such as --rotate-ca.
+// for 127.0.0.1 and 0.0.0.0 (TestWebhookProtocols) signed by the CA kept in
+// outDir+"-ca" (made on first use), with extra arguments such as --rotate-ca.
 func MakeCerts(bin, outDir string, extra ...string) error {
 	return RunCerts(bin, outDir, outDir+"-ca", extra...)
 }
