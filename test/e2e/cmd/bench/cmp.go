@@ -45,10 +45,9 @@ func scenarios(o options) []scenario {
 
 // server is one plugin server under test.
 type server struct {
-	name  string
-	argv  []string
-	env   []string
-	isArg bool
+	name string
+	argv []string
+	env  []string
 	// readOnly declares spec.readOnlyRepository (our server then shares one
 	// tree per repository stream); only for the monorepo.
 	readOnly bool
@@ -58,7 +57,7 @@ func cmpServers(o options) []server {
 	var out []server
 	if o.argo != "" {
 		out = append(out, server{name: "argo", argv: []string{o.argo, "--config-dir-path", "CONFIG"},
-			env: []string{"ARGOCD_BINARY_NAME=argocd-cmp-server"}, isArg: true})
+			env: []string{"ARGOCD_BINARY_NAME=argocd-cmp-server"}})
 	}
 	for _, b := range o.servers {
 		out = append(out, server{name: b.name, argv: []string{b.path, "serve", "--config-dir-path", "CONFIG"}})
@@ -239,7 +238,7 @@ func measureCMP(o options, base string, servers []server, sc scenario, repoRoot 
 	pack := make([][]float64, len(running))
 	cpu0 := make([]float64, len(running))
 	for i, r := range running {
-		c, err := cpuMs(r.cmd.Process.Pid)
+		c, err := cpuMs(r.proc.pid())
 		if err != nil {
 			return nil, err
 		}
@@ -256,12 +255,12 @@ func measureCMP(o options, base string, servers []server, sc scenario, repoRoot 
 	}
 	var out []result
 	for i, r := range running {
-		cpu1, err := cpuMs(r.cmd.Process.Pid)
+		cpu1, err := cpuMs(r.proc.pid())
 		if err != nil {
 			return nil, err
 		}
 		res := summarize(r.s, sc, apps, ms[i], pack[i], cpu1-cpu0[i])
-		res.rssMiB = servingtest.PeakRSSMiB(r.cmd.Process.Pid)
+		res.rssMiB = servingtest.PeakRSSMiB(r.proc.pid())
 		out = append(out, res)
 	}
 	return out, nil
@@ -270,8 +269,7 @@ func measureCMP(o options, base string, servers []server, sc scenario, repoRoot 
 // cmpServer is one plugin server running for a scenario.
 type cmpServer struct {
 	s            server
-	cmd          *exec.Cmd
-	logs         bytes.Buffer
+	proc         *serverProc
 	dir, sockets string
 	plugin       string
 }
@@ -299,11 +297,8 @@ func startCMP(base string, s server) (*cmpServer, error) {
 	for i, a := range s.argv {
 		argv[i] = strings.ReplaceAll(a, "CONFIG", config)
 	}
-	argv = pinned(1, argv...)
-	r.cmd = exec.Command(argv[0], argv[1:]...)
-	r.cmd.Env = append(append(os.Environ(), s.env...), "ARGOCD_PLUGINSOCKFILEPATH="+r.sockets, "ARGOCD_CMP_WORKDIR="+work)
-	r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
-	if err := r.cmd.Start(); err != nil {
+	env := append(append([]string(nil), s.env...), "ARGOCD_PLUGINSOCKFILEPATH="+r.sockets, "ARGOCD_CMP_WORKDIR="+work)
+	if r.proc, err = startServer(s.name, argv, env, filepath.Join(dir, "server.log")); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -311,8 +306,9 @@ func startCMP(base string, s server) (*cmpServer, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !exists(sock) {
 		if time.Now().After(deadline) {
+			err := fmt.Errorf("no socket after 30s:\n%s", r.proc.logTail())
 			r.stop()
-			return nil, fmt.Errorf("no socket after 30s:\n%s", r.logs.String())
+			return nil, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -320,8 +316,7 @@ func startCMP(base string, s server) (*cmpServer, error) {
 }
 
 func (r *cmpServer) stop() {
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
+	r.proc.stop()
 	_ = os.RemoveAll(r.dir)
 }
 
@@ -335,7 +330,7 @@ func (r *cmpServer) drive(o options, sc scenario, repoRoot string, apps []string
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	if err := c.Run(); err != nil {
-		return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), tail(r.logs.String(), 2000))
+		return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), r.proc.logTail())
 	}
 	lines := bufio.NewScanner(&out)
 	for lines.Scan() {

@@ -81,11 +81,11 @@ func runWebhook(o options) error {
 	}
 	defer func() {
 		for _, t := range targets {
-			t.stop()
+			t.proc.stop()
 		}
 	}()
 	for _, t := range targets {
-		if err := t.start(); err != nil {
+		if err := t.start(dir); err != nil {
 			return err
 		}
 	}
@@ -98,34 +98,34 @@ func runWebhook(o options) error {
 	}
 	sized := &target{name: "floor+resp", argv: []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(ours)}, floor: true}
 	targets = append([]*target{targets[0], sized}, targets[1:]...)
-	if err := sized.start(); err != nil {
+	if err := sized.start(dir); err != nil {
 		return err
 	}
 
 	fmt.Printf("\n== webhook: AdmissionReview CREATE of a repo-server pod asking for helm, over TLS on loopback, %s per load, median of %d interleaved rounds\n", o.webhookFor, o.webhookRounds)
 	fmt.Printf("   the floor is a no-op TLS webhook (Go net/http, reads the body, decodes the uid, answers allowed)\n")
+	// The loads: the repo-server pod at each concurrency, then the
+	// 50-container pod one at a time.
+	type loadSpec struct {
+		label, body string
+		clients     int
+	}
+	var loads []loadSpec
+	for _, c := range o.concurrency {
+		loads = append(loads, loadSpec{"c" + strconv.Itoa(c), small, c})
+	}
+	loads = append(loads, loadSpec{"50-ctr c1", large, 1})
 	type cell struct{ proto, target, load string }
 	runs := map[cell][]loadResult{}
-	loads := []string{}
-	for _, c := range o.concurrency {
-		loads = append(loads, "c"+strconv.Itoa(c))
-	}
-	loads = append(loads, "pod50")
 	for range o.webhookRounds {
 		for _, p := range o.protos {
 			for _, l := range loads {
-				body, c := small, 0
-				if l == "pod50" {
-					body, c = large, 1
-				} else {
-					c, _ = strconv.Atoi(l[1:])
-				}
 				for _, t := range targets {
-					r, err := load(self, t.url+"/mutate", body, p, c, o.webhookFor)
+					r, err := load(self, t.url+"/mutate", l.body, p, l.clients, o.webhookFor)
 					if err != nil {
-						return fmt.Errorf("%s %s %s: %v", t.name, p, l, err)
+						return fmt.Errorf("%s %s %s: %v", t.name, p, l.label, err)
 					}
-					k := cell{p, t.name, l}
+					k := cell{p, t.name, l.label}
 					runs[k] = append(runs[k], r)
 				}
 			}
@@ -136,23 +136,20 @@ func runWebhook(o options) error {
 		fmt.Printf("  %-10s %-10s %8s %10s %8s %9s %9s %8s %8s %14s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails", "rounds min-max")
 		for _, t := range targets {
 			for _, l := range loads {
-				r, f := medianLoad(runs[cell{p, t.name, l}]), medianLoad(runs[cell{p, "floor", l}])
+				rs := runs[cell{p, t.name, l.label}]
+				r, f := medianLoad(rs), medianLoad(runs[cell{p, "floor", l.label}])
 				r.Failures = 0 // every round's, not the median's
-				for _, x := range runs[cell{p, t.name, l}] {
+				for _, x := range rs {
 					r.Failures += x.Failures
 				}
-				label := l
-				if l == "pod50" {
-					label = "50-ctr c1"
-				}
-				lo, hi := spread(runs[cell{p, t.name, l}])
-				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n", t.name, label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures, lo, hi)
+				lo, hi := spread(rs)
+				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n", t.name, l.label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures, lo, hi)
 			}
 		}
 	}
 	fmt.Println()
 	for _, t := range targets {
-		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, servingtest.PeakRSSMiB(t.cmd.Process.Pid), runs[cell{o.protos[0], t.name, loads[0]}][0].RespBytes)
+		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, servingtest.PeakRSSMiB(t.proc.pid()), runs[cell{o.protos[0], t.name, loads[0].label}][0].RespBytes)
 	}
 	fmt.Printf("  (floor+resp: the no-op floor answering with a response as long as %s's, %d bytes: the part of the gap that is the response's size alone;\n",
 		o.injectors[0].name, ours)
@@ -160,17 +157,16 @@ func runWebhook(o options) error {
 	return nil
 }
 
-// target is one webhook server of the comparison, running pinned.
+// target is one webhook server of the comparison.
 type target struct {
 	name  string
 	argv  []string
 	floor bool
 	url   string
-	cmd   *exec.Cmd
-	logs  bytes.Buffer
+	proc  *serverProc
 }
 
-func (t *target) start() error {
+func (t *target) start(dir string) error {
 	port, err := harness.FreePort()
 	if err != nil {
 		return err
@@ -183,26 +179,15 @@ func (t *target) start() error {
 		}
 		argv = append(argv, "--metrics-listen", "127.0.0.1:"+strconv.Itoa(mport))
 	}
-	argv = pinned(1, argv...)
-	t.cmd = exec.Command(argv[0], argv[1:]...)
-	t.cmd.Stdout, t.cmd.Stderr = io.Discard, &t.logs
-	if err := t.cmd.Start(); err != nil {
+	if t.proc, err = startServer(t.name, argv, nil, filepath.Join(dir, t.name+".log")); err != nil {
 		return err
 	}
 	t.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	if err := waitReady(t.url + "/readyz"); err != nil {
-		t.stop()
-		return fmt.Errorf("%s: %v\n%s", t.name, err, tail(t.logs.String(), 2000))
+		t.proc.stop()
+		return fmt.Errorf("%s: %v\n%s", t.name, err, t.proc.logTail())
 	}
 	return nil
-}
-
-func (t *target) stop() {
-	if t.cmd != nil && t.cmd.Process != nil {
-		_ = t.cmd.Process.Kill()
-		_ = t.cmd.Wait()
-	}
-	t.cmd = nil
 }
 
 // responseSize is the length of the target's answer to one review.
