@@ -174,6 +174,7 @@ func TestServeRejectsBadValues(t *testing.T) {
 		{[]string{"--poll-interval=-1s"}, "--poll-interval must be more than 0, got -1s"},
 		{[]string{"--max-connections=-1"}, "--max-connections must be at least 1, got -1"},
 		{[]string{"--shutdown-delay=-1s"}, "--shutdown-delay and --shutdown-timeout must not be negative"},
+		{[]string{"--log-flush-interval=-1s"}, "--log-flush-interval must not be negative, got -1s"},
 	} {
 		code, stderr := runCode("serve", append(append([]string{}, base...), tc.args...), nil, io.Discard)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "panic") {

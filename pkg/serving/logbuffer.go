@@ -1,0 +1,52 @@
+package serving
+
+import (
+	"io"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// LogBufferSize is how many bytes of log lines wait in memory at most: about
+// 200 of the webhook's review lines.
+const LogBufferSize = 64 << 10
+
+// BufferedLogCore returns a JSON or console core writing to w through a
+// buffer that is written out every flush interval, when it fills, on every
+// entry at warning level or above (with everything before it, in order), and
+// on stop. A server that logs a line per request otherwise pays one write
+// system call per request: under load the webhook spent about 3% of its CPU
+// in them (make bench-e2e, HTTP/1.1, 16 and 64 clients). flush 0 writes each
+// line at once and stop does nothing. Call stop before exiting.
+func BufferedLogCore(enc zapcore.Encoder, w io.Writer, level zapcore.LevelEnabler, flush time.Duration) (core zapcore.Core, stop func() error) {
+	if flush <= 0 {
+		return zapcore.NewCore(enc, zapcore.AddSync(w), level), func() error { return nil }
+	}
+	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: LogBufferSize, FlushInterval: flush}
+	return flushOnWarn{zapcore.NewCore(enc, out, level)}, out.Stop
+}
+
+// flushOnWarn writes a warning or an error through at once, so a line that
+// says what went wrong is never the one lost when the process is killed.
+type flushOnWarn struct{ zapcore.Core }
+
+func (c flushOnWarn) With(fields []zapcore.Field) zapcore.Core {
+	return flushOnWarn{c.Core.With(fields)}
+}
+
+func (c flushOnWarn) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c flushOnWarn) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if err := c.Core.Write(e, fields); err != nil {
+		return err
+	}
+	if e.Level >= zapcore.WarnLevel {
+		return c.Sync()
+	}
+	return nil
+}
