@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,6 +86,9 @@ type result struct {
 	packMs, afterMs float64
 	cpuMsPerReq     float64
 	rssMiB          float64
+	// floor marks an unpack floor: no client, so only afterMs (its wall
+	// time), minMs, CPU and RSS.
+	floor bool
 }
 
 func runCMP(o options) error {
@@ -99,6 +103,10 @@ func runCMP(o options) error {
 	type repo struct {
 		name, root string
 		apps       []string
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
 	}
 	var repos []repo
 	for _, n := range o.sizes {
@@ -133,12 +141,17 @@ func runCMP(o options) error {
 		if err != nil {
 			return err
 		}
-		_ = stock.Remove()
 		tuned, err := client.WriteTarball(r.root, base, strings.Split(o.exclude, ";"))
 		if err != nil {
+			_ = stock.Remove()
 			return err
 		}
-		_ = tuned.Remove()
+		// The unpack floors take the single-app repositories' tarballs.
+		tarballs := map[string]string{"stock": stock.Path, "tuned": tuned.Path}
+		var floors []unpackFloor
+		if len(r.apps) == 1 {
+			floors = unpackFloors(self)
+		}
 		r.name += fmt.Sprintf("; tarball %.1f MB (%d messages of 1 KiB), tuned %.1f MB (%d messages)",
 			float64(stock.Size)/1e6, (stock.Size+1023)/1024, float64(tuned.Size)/1e6, (tuned.Size+int64(o.chunk)-1)/int64(o.chunk))
 		var results []result
@@ -147,8 +160,9 @@ func runCMP(o options) error {
 			if len(r.apps) > 1 {
 				servers = append(servers, readOnlyServers(o)...)
 			}
-			rs, err := measureCMP(o, base, servers, sc, r.root, r.apps)
+			rs, err := measureCMP(o, base, servers, floors, tarballs[sc.name], sc, r.root, r.apps)
 			if err != nil {
+				_, _ = stock.Remove(), tuned.Remove()
 				return fmt.Errorf("%s %s: %w", r.name, sc.name, err)
 			}
 			for i := range rs {
@@ -156,6 +170,7 @@ func runCMP(o options) error {
 			}
 			results = append(results, rs...)
 		}
+		_, _ = stock.Remove(), tuned.Remove()
 		printCMP(r.name, len(r.apps) > 1, results)
 	}
 	return nil
@@ -195,19 +210,30 @@ func printCMP(repo string, mono bool, rs []result) {
 			}
 			rr = fmt.Sprintf("%.2f", r.rssMiB/anchor.rssMiB)
 		}
-		fmt.Printf("  %-10s %-6s %18.0f %9.0f %8s %14.0f %8s %8.0f %8s", r.server, r.scenario, t, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+		ts := fmt.Sprintf("%.0f", t)
+		if r.floor {
+			ts, rt = "-", "-"
+		}
+		fmt.Printf("  %-10s %-6s %18s %9.0f %8s %14.0f %8s %8.0f %8s", r.server, r.scenario, ts, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
 		if !mono {
 			ra := "-"
 			if anchor != nil && anchor.afterMs > 0 {
 				ra = fmt.Sprintf("%.2f", r.afterMs/anchor.afterMs)
 			}
-			fmt.Printf(" %9.0f %9.0f %8s", r.packMs, r.afterMs, ra)
+			ps := fmt.Sprintf("%.0f", r.packMs)
+			if r.floor {
+				ps = "-"
+			}
+			fmt.Printf(" %9s %9.0f %8s", ps, r.afterMs, ra)
 		}
 		fmt.Println()
 	}
 	if !mono {
 		fmt.Println("  (pack ms: Argo CD's client writing the .tar.gz before it sends anything, the same for every server;")
 		fmt.Println("   rest ms: from then to the response, the part a plugin server's speed changes)")
+		if slices.ContainsFunc(rs, func(r result) bool { return r.floor }) {
+			fmt.Println(unpackFloorNote)
+		}
 	}
 }
 
@@ -217,7 +243,7 @@ func printCMP(repo string, mono bool, rs []result) {
 // VM's drift over minutes out of the ratios. CPU is each server's own and its
 // waited-for children's (the plugin commands) across the rounds; a server
 // waiting for its turn uses none.
-func measureCMP(o options, base string, servers []server, sc scenario, repoRoot string, apps []string) ([]result, error) {
+func measureCMP(o options, base string, servers []server, floors []unpackFloor, tarball string, sc scenario, repoRoot string, apps []string) ([]result, error) {
 	var running []*cmpServer
 	defer func() {
 		for _, r := range running {
@@ -244,13 +270,22 @@ func measureCMP(o options, base string, servers []server, sc scenario, repoRoot 
 		}
 		cpu0[i] = c
 	}
-	for range o.runs {
+	type floorRuns struct{ wall, cpu, rss []float64 }
+	fr := make([]floorRuns, len(floors))
+	for round := range o.runs {
 		for i, r := range running {
 			m, p, err := r.drive(o, sc, repoRoot, apps)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", r.s.name, err)
 			}
 			ms[i], pack[i] = append(ms[i], m...), append(pack[i], p...)
+		}
+		for i, f := range floors {
+			w, c, rss, err := f.run(tarball, filepath.Join(base, fmt.Sprintf("%s-%d", f.name, round)))
+			if err != nil {
+				return nil, err
+			}
+			fr[i].wall, fr[i].cpu, fr[i].rss = append(fr[i].wall, w), append(fr[i].cpu, c), append(fr[i].rss, rss)
 		}
 	}
 	var out []result
@@ -262,6 +297,14 @@ func measureCMP(o options, base string, servers []server, sc scenario, repoRoot 
 		res := summarize(r.s, sc, apps, ms[i], pack[i], cpu1-cpu0[i])
 		res.rssMiB = servingtest.PeakRSSMiB(r.proc.pid())
 		out = append(out, res)
+	}
+	for i, f := range floors {
+		var cpu float64
+		for _, c := range fr[i].cpu {
+			cpu += c
+		}
+		out = append(out, result{server: f.name, scenario: sc.name, floor: true, requests: len(fr[i].wall),
+			afterMs: median(fr[i].wall), minMs: slices.Min(fr[i].wall), cpuMsPerReq: cpu / float64(len(fr[i].cpu)), rssMiB: slices.Max(fr[i].rss)})
 	}
 	return out, nil
 }

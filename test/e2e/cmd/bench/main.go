@@ -84,6 +84,9 @@ func main() {
 		case "load":
 			fatal(loadMain(os.Args[2:]))
 			return
+		case "unpack":
+			fatal(unpackMain(os.Args[2:]))
+			return
 		}
 	}
 	var o options
