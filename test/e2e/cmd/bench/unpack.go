@@ -107,7 +107,7 @@ func unpackTree(tarball, dir string) error {
 	buf := make([]byte, 64<<10)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
