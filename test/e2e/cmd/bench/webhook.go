@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,19 +134,23 @@ func runWebhook(o options) error {
 	}
 	for _, p := range o.protos {
 		fmt.Printf("\n  %s\n", protoTitle[p])
-		fmt.Printf("  %-10s %-10s %8s %10s %8s %9s %9s %8s %8s %14s\n", "webhook", "load", "proto", "reviews/s", "× floor", "p50 µs", "p99 µs", "p99 ×", "fails", "rounds min-max")
+		fmt.Printf("  %-10s %-10s %8s %10s %8s %11s %9s %9s %8s %8s %14s\n", "webhook", "load", "proto", "reviews/s", "× floor", "× min-max", "p50 µs", "p99 µs", "p99 ×", "fails", "rounds min-max")
 		for _, t := range targets {
 			for _, l := range loads {
 				rs := runs[cell{p, t.name, l.label}]
-				r, f := medianLoad(rs), medianLoad(runs[cell{p, "floor", l.label}])
+				r := medianLoad(rs)
 				r.Failures = 0 // every round's, not the median's
 				for _, x := range rs {
 					r.Failures += x.Failures
 				}
 				lo, hi := spread(rs)
-				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n", t.name, l.label, r.Proto, r.PerSec, r.PerSec/f.PerSec, r.P50us, r.P99us, r.P99us/f.P99us, r.Failures, lo, hi)
+				x, p99 := pairedRatios(rs, runs[cell{p, "floor", l.label}])
+				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %5.2f-%-5.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n",
+					t.name, l.label, r.Proto, r.PerSec, median(x), slices.Min(x), slices.Max(x), r.P50us, r.P99us, median(p99), r.Failures, lo, hi)
 			}
 		}
+		fmt.Println("  (× floor and p99 ×: medians of each round's ratio to the floor's load just before it, so that the VM's drift")
+		fmt.Println("   between rounds cancels; × min-max: the rounds' lowest and highest ratio)")
 	}
 	fmt.Println()
 	for _, t := range targets {
@@ -211,6 +216,16 @@ func medianLoad(rs []loadResult) loadResult {
 	s := append([]loadResult(nil), rs...)
 	sort.Slice(s, func(i, j int) bool { return s[i].PerSec < s[j].PerSec })
 	return s[len(s)/2]
+}
+
+// pairedRatios are each round's throughput and p99 over the floor's in the
+// same round: the floor ran the same load seconds before.
+func pairedRatios(rs, floor []loadResult) (perSec, p99 []float64) {
+	for i := range rs {
+		perSec = append(perSec, rs[i].PerSec/floor[i].PerSec)
+		p99 = append(p99, rs[i].P99us/floor[i].P99us)
+	}
+	return perSec, p99
 }
 
 func spread(rs []loadResult) (lo, hi float64) {
