@@ -146,7 +146,7 @@ func TestCertificateModesRender(t *testing.T) {
 }
 
 func TestValuesTypoFails(t *testing.T) {
-	for _, set := range []string{"webhok.failurePolicy=Fail", "catalog.nativeSidecar=true", "webhook.failurePolicy=Sometimes", "replicaCount=two"} {
+	for _, set := range []string{"webhok.failurePolicy=Fail", "catalog.nativeSidecar=true", "webhook.failurePolicy=Sometimes", "replicaCount=two", "logFlushInterval=1 second"} {
 		_, err := helmTemplate(t, "--set", set)
 		if err == nil {
 			t.Errorf("--set %s rendered; want a schema error", set)
