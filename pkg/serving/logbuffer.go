@@ -7,22 +7,22 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// LogBufferSize is how many bytes of log lines wait in memory at most: about
+// logBufferSize is how many bytes of log lines wait in memory at most: about
 // 200 of the webhook's review lines.
-const LogBufferSize = 64 << 10
+const logBufferSize = 64 << 10
 
-// BufferedLogCore returns a JSON or console core writing to w through a
+// BufferedLogCore returns a core encoding with enc and writing to w through a
 // buffer that is written out every flush interval, when it fills, on every
 // entry at warning level or above (with everything before it, in order), and
 // on stop. A server that logs a line per request otherwise pays one write
 // system call per request: under load the webhook spent about 3% of its CPU
-// in them (make bench-e2e, HTTP/1.1, 16 and 64 clients). flush 0 writes each
-// line at once and stop does nothing. Call stop before exiting.
+// in them (perf of the pinned webhook, HTTP/1.1, 16 clients). flush 0 writes
+// each line at once and stop does nothing. Call stop before exiting.
 func BufferedLogCore(enc zapcore.Encoder, w io.Writer, level zapcore.LevelEnabler, flush time.Duration) (core zapcore.Core, stop func() error) {
 	if flush <= 0 {
 		return zapcore.NewCore(enc, zapcore.AddSync(w), level), func() error { return nil }
 	}
-	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: LogBufferSize, FlushInterval: flush}
+	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: logBufferSize, FlushInterval: flush}
 	return flushOnWarn{zapcore.NewCore(enc, out, level)}, out.Stop
 }
 
