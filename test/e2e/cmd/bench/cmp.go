@@ -31,16 +31,21 @@ spec:%s
     command: [sh, -c, 'printf "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"bench\"}}"']
 `
 
-// scenario is one repo-server configuration.
+// scenario is one repo-server configuration: its environment, and the
+// exclusions and chunk size that environment sets, to pack the tarball the
+// unpack floors take and to say how it is sent.
 type scenario struct {
-	name string
-	env  []string
+	name    string
+	env     []string
+	exclude []string
+	chunk   int
 }
 
 func scenarios(o options) []scenario {
 	return []scenario{
-		{"stock", nil},
-		{"tuned", []string{"ARGOCD_CMP_CHUNK_SIZE=" + strconv.Itoa(o.chunk), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=" + o.exclude}},
+		{name: "stock", chunk: 1024},
+		{name: "tuned", env: []string{"ARGOCD_CMP_CHUNK_SIZE=" + strconv.Itoa(o.chunk), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=" + o.exclude},
+			exclude: strings.Split(o.exclude, ";"), chunk: o.chunk},
 	}
 }
 
@@ -77,17 +82,16 @@ func readOnlyServers(o options) []server {
 
 // result is one server × scenario × repository measurement.
 type result struct {
-	repo, server, scenario string
-	requests               int
-	medianMs, minMs        float64
-	totalMs                float64
+	server, scenario string
+	medianMs, minMs  float64
+	totalMs          float64
 	// packMs is the median time the client took to pack the repository
 	// (before the server receives anything); afterMs the median of the rest.
 	packMs, afterMs float64
 	cpuMsPerReq     float64
 	rssMiB          float64
-	// floor marks an unpack floor: no client, so only afterMs (its wall
-	// time), minMs, CPU and RSS.
+	// floor marks an unpack floor: no client and no RSS of its own (see
+	// unpackFloor.run), so only afterMs (its wall time), minMs and CPU.
 	floor bool
 }
 
@@ -135,45 +139,40 @@ func runCMP(o options) error {
 		fmt.Println("   (Argo CD's argocd-cmp-server is not cached: run hack/tools.sh argocd to compare with it)")
 	}
 	for _, r := range repos {
-		// What the repo-server streams: the tarball as its client packs it
-		// (cmpserver/client packs the same way), with and without exclusions.
-		stock, err := client.WriteTarball(r.root, base, nil)
-		if err != nil {
-			return err
-		}
-		tuned, err := client.WriteTarball(r.root, base, strings.Split(o.exclude, ";"))
-		if err != nil {
-			_ = stock.Remove()
-			return err
-		}
-		// The unpack floors take the single-app repositories' tarballs.
-		tarballs := map[string]string{"stock": stock.Path, "tuned": tuned.Path}
-		var floors []unpackFloor
-		if len(r.apps) == 1 {
-			floors = unpackFloors(self)
-		}
-		r.name += fmt.Sprintf("; tarball %.1f MB (%d messages of 1 KiB), tuned %.1f MB (%d messages)",
-			float64(stock.Size)/1e6, (stock.Size+1023)/1024, float64(tuned.Size)/1e6, (tuned.Size+int64(o.chunk)-1)/int64(o.chunk))
 		var results []result
+		var sent []string
 		for _, sc := range scenarios(o) {
-			servers := cmpServers(o)
-			if len(r.apps) > 1 {
-				servers = append(servers, readOnlyServers(o)...)
-			}
-			rs, err := measureCMP(o, base, servers, floors, tarballs[sc.name], sc, r.root, r.apps)
+			rs, how, err := measureScenario(o, base, self, sc, r.root, r.apps)
 			if err != nil {
-				_, _ = stock.Remove(), tuned.Remove()
 				return fmt.Errorf("%s %s: %w", r.name, sc.name, err)
 			}
-			for i := range rs {
-				rs[i].repo = r.name
-			}
-			results = append(results, rs...)
+			results, sent = append(results, rs...), append(sent, how)
 		}
-		_, _ = stock.Remove(), tuned.Remove()
-		printCMP(r.name, len(r.apps) > 1, results)
+		printCMP(r.name+"; "+strings.Join(sent, ", "), len(r.apps) > 1, results)
 	}
 	return nil
+}
+
+// measureScenario measures every server, and for a single-app repository the
+// unpack floors, with one repo-server configuration. It also says how that
+// configuration sends the repository: the tarball as the repo-server's client
+// packs it (cmpserver/client packs the same way), its size and messages.
+func measureScenario(o options, base, self string, sc scenario, root string, apps []string) ([]result, string, error) {
+	tgz, err := client.WriteTarball(root, base, sc.exclude)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = tgz.Remove() }()
+	servers := cmpServers(o)
+	var floors []unpackFloor
+	if len(apps) > 1 {
+		servers = append(servers, readOnlyServers(o)...)
+	} else {
+		floors = unpackFloors(self)
+	}
+	rs, err := measureCMP(o, base, servers, floors, tgz.Path, sc, root, apps)
+	how := fmt.Sprintf("%s: tarball %.1f MB in %d messages of %d KiB", sc.name, float64(tgz.Size)/1e6, (tgz.Size+int64(sc.chunk)-1)/int64(sc.chunk), sc.chunk>>10)
+	return rs, how, err
 }
 
 func printCMP(repo string, mono bool, rs []result) {
@@ -210,19 +209,16 @@ func printCMP(repo string, mono bool, rs []result) {
 			}
 			rr = fmt.Sprintf("%.2f", r.rssMiB/anchor.rssMiB)
 		}
-		ts := fmt.Sprintf("%.0f", t)
+		ts, rss, ps := fmt.Sprintf("%.0f", t), fmt.Sprintf("%.0f", r.rssMiB), fmt.Sprintf("%.0f", r.packMs)
 		if r.floor {
-			ts, rt = "-", "-"
+			// An unpack floor has no client time, packing or RSS of its own.
+			ts, rt, rss, rr, ps = "-", "-", "-", "-", "-"
 		}
-		fmt.Printf("  %-10s %-6s %18s %9.0f %8s %14.0f %8s %8.0f %8s", r.server, r.scenario, ts, r.minMs, rt, r.cpuMsPerReq, rc, r.rssMiB, rr)
+		fmt.Printf("  %-10s %-6s %18s %9.0f %8s %14.0f %8s %8s %8s", r.server, r.scenario, ts, r.minMs, rt, r.cpuMsPerReq, rc, rss, rr)
 		if !mono {
 			ra := "-"
 			if anchor != nil && anchor.afterMs > 0 {
 				ra = fmt.Sprintf("%.2f", r.afterMs/anchor.afterMs)
-			}
-			ps := fmt.Sprintf("%.0f", r.packMs)
-			if r.floor {
-				ps = "-"
 			}
 			fmt.Printf(" %9s %9.0f %8s", ps, r.afterMs, ra)
 		}
@@ -270,7 +266,7 @@ func measureCMP(o options, base string, servers []server, floors []unpackFloor, 
 		}
 		cpu0[i] = c
 	}
-	type floorRuns struct{ wall, cpu, rss []float64 }
+	type floorRuns struct{ wall, cpu []float64 }
 	fr := make([]floorRuns, len(floors))
 	for round := range o.runs {
 		for i, r := range running {
@@ -281,11 +277,11 @@ func measureCMP(o options, base string, servers []server, floors []unpackFloor, 
 			ms[i], pack[i] = append(ms[i], m...), append(pack[i], p...)
 		}
 		for i, f := range floors {
-			w, c, rss, err := f.run(tarball, filepath.Join(base, fmt.Sprintf("%s-%d", f.name, round)))
+			w, c, err := f.run(tarball, filepath.Join(base, fmt.Sprintf("%s-%d", f.name, round)))
 			if err != nil {
 				return nil, err
 			}
-			fr[i].wall, fr[i].cpu, fr[i].rss = append(fr[i].wall, w), append(fr[i].cpu, c), append(fr[i].rss, rss)
+			fr[i].wall, fr[i].cpu = append(fr[i].wall, w), append(fr[i].cpu, c)
 		}
 	}
 	var out []result
@@ -303,8 +299,8 @@ func measureCMP(o options, base string, servers []server, floors []unpackFloor, 
 		for _, c := range fr[i].cpu {
 			cpu += c
 		}
-		out = append(out, result{server: f.name, scenario: sc.name, floor: true, requests: len(fr[i].wall),
-			afterMs: median(fr[i].wall), minMs: slices.Min(fr[i].wall), cpuMsPerReq: cpu / float64(len(fr[i].cpu)), rssMiB: slices.Max(fr[i].rss)})
+		out = append(out, result{server: f.name, scenario: sc.name, floor: true,
+			afterMs: median(fr[i].wall), minMs: slices.Min(fr[i].wall), cpuMsPerReq: cpu / float64(len(fr[i].cpu))})
 	}
 	return out, nil
 }
@@ -389,7 +385,7 @@ func (r *cmpServer) drive(o options, sc scenario, repoRoot string, apps []string
 // summarize turns one server's requests into its result: per round, the sum
 // over the apps (one app: one request).
 func summarize(s server, sc scenario, apps []string, ms, pack []float64, cpu float64) result {
-	res := result{server: s.name, scenario: sc.name, requests: len(ms)}
+	res := result{server: s.name, scenario: sc.name}
 	var rounds []float64
 	for i := 0; i+len(apps) <= len(ms); i += len(apps) {
 		var sum float64

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
@@ -44,10 +43,11 @@ func unpackFloors(self string) []unpackFloor {
 	return floors
 }
 
-// run unpacks once, pinned to the server CPU, and returns the wall time, the
-// CPU time (the child's and its children's, which wait4 reports) and the peak
-// RSS.
-func (f unpackFloor) run(tarball, dir string) (wallMs, cpuMs, rssMiB float64, err error) {
+// run unpacks once, pinned to the server CPU, and returns the wall time and
+// the CPU time (the child's and its children's, which wait4 reports). Not the
+// peak RSS: wait4's counts the forking bench's own, which a child keeps
+// across exec.
+func (f unpackFloor) run(tarball, dir string) (wallMs, cpuMs float64, err error) {
 	argv := make([]string, len(f.argv))
 	for i, a := range f.argv {
 		argv[i] = strings.NewReplacer("TARBALL", tarball, "DIR", dir).Replace(a)
@@ -58,14 +58,10 @@ func (f unpackFloor) run(tarball, dir string) (wallMs, cpuMs, rssMiB float64, er
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%s: %v\n%s", f.name, err, tail(string(out), 2000))
+		return 0, 0, fmt.Errorf("%s: %v\n%s", f.name, err, tail(string(out), 2000))
 	}
 	st := cmd.ProcessState
-	rss := 0.0
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(ru.Maxrss) / 1024 // KiB
-	}
-	return float64(wall.Microseconds()) / 1000, float64((st.UserTime() + st.SystemTime()).Microseconds()) / 1000, rss, nil
+	return float64(wall.Microseconds()) / 1000, float64((st.UserTime() + st.SystemTime()).Microseconds()) / 1000, nil
 }
 
 // unpackMain is floor-go: one unpack of --tarball into --dir (which must not

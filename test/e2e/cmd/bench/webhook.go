@@ -74,8 +74,9 @@ func runWebhook(o options) error {
 	}
 	// All targets run at once, pinned to the server CPU, and the loads take
 	// turns (round by round, target by target): the VM's speed drifts over
-	// minutes, and the median of interleaved rounds keeps that drift out of
-	// the ratios. A target not under load only waits.
+	// minutes, and each round's ratio to the floor's run of the same load,
+	// seconds before, keeps that drift out (pairedRatios). A target not under
+	// load only waits.
 	targets := []*target{{name: "floor", argv: []string{self, "floor", "--cert", cert, "--key", key}, floor: true}}
 	for _, b := range o.injectors {
 		targets = append(targets, &target{name: b.name, argv: []string{b.path, "serve", "--catalog", catalog, "--tls-cert-file", cert, "--tls-key-file", key}})
@@ -149,10 +150,10 @@ func runWebhook(o options) error {
 					t.name, l.label, r.Proto, r.PerSec, median(x), slices.Min(x), slices.Max(x), r.P50us, r.P99us, median(p99), r.Failures, lo, hi)
 			}
 		}
-		fmt.Println("  (× floor and p99 ×: medians of each round's ratio to the floor's load just before it, so that the VM's drift")
-		fmt.Println("   between rounds cancels; × min-max: the rounds' lowest and highest ratio)")
 	}
 	fmt.Println()
+	fmt.Println("  (× floor and p99 ×: medians of each round's ratio to the floor's load just before it, so that the VM's drift")
+	fmt.Println("   between rounds cancels; × min-max: the rounds' lowest and highest ratio)")
 	for _, t := range targets {
 		fmt.Printf("  %-10s peak RSS %.0f MiB, response %d bytes\n", t.name, servingtest.PeakRSSMiB(t.proc.pid()), runs[cell{o.protos[0], t.name, loads[0].label}][0].RespBytes)
 	}
