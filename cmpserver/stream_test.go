@@ -39,14 +39,23 @@ func openIdleStream(t *testing.T, ctx context.Context, rpc pluginpb.ConfigManage
 	return ended
 }
 
-// requestDirs counts the request dirs in the server's work dir.
+// requestDirs counts the dirs in the server's work dir. Files are not counted:
+// a request's tarball spool is created there and unlinked at once, so a listing
+// can catch it, and counting it would let a wait for n requests in flight end
+// while one of them has not yet started.
 func requestDirs(t *testing.T, ts *testServer) int {
 	t.Helper()
 	entries, err := os.ReadDir(ts.srv.opts.WorkDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(entries)
+	n := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			n++
+		}
+	}
+	return n
 }
 
 // waitUntil polls cond until it holds or the deadline passes.
@@ -143,8 +152,10 @@ func TestConcurrentStreamCap(t *testing.T) {
 	defer cancelHeld()
 	first := openIdleStream(t, held, rpc, tgz)
 	openIdleStream(t, held, rpc, tgz)
-	if !waitUntil(10*time.Second, func() bool { return requestDirs(t, ts) == 2 }) {
-		t.Fatalf("%d request dirs, want 2", requestDirs(t, ts))
+	// The slots themselves, not a listing of the work dir: the third stream is
+	// sent only once both held streams have taken theirs.
+	if !waitUntil(10*time.Second, func() bool { return len(ts.srv.streams) == 2 }) {
+		t.Fatalf("%d stream slots taken, want 2", len(ts.srv.streams))
 	}
 	_, err := sendTgz(t, c, ".", tgz, "ARGOCD_APP_NAME=x")
 	if status.Code(err) != codes.ResourceExhausted || !contains(err, "limit --max-concurrent-streams") {
