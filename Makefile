@@ -54,7 +54,7 @@ proto-check: proto
 ## diagnostics, misspell: .golangci.yml), helm lint --strict, actionlint
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') ); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
-	hack/tools.sh golangci-lint actionlint
+	hack/tools.sh golangci-lint helm actionlint
 	$(BIN)/golangci-lint run $(GO_PACKAGES)
 	$(BIN)/helm lint --strict $(CHART)
 	$(BIN)/actionlint -no-color .github/workflows/*.yml
