@@ -147,10 +147,10 @@ func (s *Server) current() (*pluginconfig.Plugin, []string, error) {
 	return s.plugin, s.warnings, s.configErr
 }
 
-// Watch reports file changes to subscribers until ctx ends, re-reading
-// plugin.yaml first when it changed.
-func (s *Server) Watch(ctx context.Context) {
-	s.watch.run(ctx, func(c change) {
+// watchChanges reports file changes since baseline to subscribers until ctx
+// ends, re-reading plugin.yaml first when it changed.
+func (s *Server) watchChanges(ctx context.Context, baseline map[string]stamp) {
+	s.watch.run(ctx, baseline, func(c change) {
 		if c.Config {
 			s.reload()
 		}
@@ -204,7 +204,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	go s.Watch(ctx)
+	// The baseline is taken before the page can load, not by the watching
+	// goroutine whenever it first runs: an edit saved after the page opened
+	// could otherwise become part of the baseline and never be reported.
+	go s.watchChanges(ctx, s.watch.snapshot())
 	s.log.Info("playground listening", zap.String("url", "http://"+ln.Addr().String()+"/"),
 		zap.String("config", s.opts.ConfigPath), zap.String("appDir", s.opts.AppDir))
 	errc := make(chan error, 1)

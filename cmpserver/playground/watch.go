@@ -57,11 +57,11 @@ func newWatcher(appDir, config string, interval time.Duration, log *zap.Logger) 
 	return &watcher{appDir: appDir, config: config, interval: interval, log: log}
 }
 
-// run polls until ctx ends and calls notify once per settled change, with the
-// paths that changed: the page wants to know which, not only that some did
-// (serving.Poller only says that a fingerprint changed).
-func (w *watcher) run(ctx context.Context, notify func(change)) {
-	last := w.snapshot()
+// run polls until ctx ends and calls notify once per settled change against
+// last, a snapshot the caller took, with the paths that changed: the page wants
+// to know which, not only that some did (serving.Poller only says that a
+// fingerprint changed).
+func (w *watcher) run(ctx context.Context, last map[string]stamp, notify func(change)) {
 	serving.Every(ctx, w.interval, func() {
 		next := w.snapshot()
 		if _, ok := diff(last, next, w.appDir, w.config); !ok {
