@@ -22,7 +22,12 @@ func BufferedLogCore(enc zapcore.Encoder, w io.Writer, level zapcore.LevelEnable
 	if flush <= 0 {
 		return zapcore.NewCore(enc, zapcore.AddSync(w), level), func() error { return nil }
 	}
-	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: logBufferSize, FlushInterval: flush}
+	// The buffer's Sync writes it out and then syncs the writer; the writer is
+	// wrapped so that it has no Sync of its own. Stderr in a container is a pipe
+	// and fsync on a pipe fails (EINVAL), which zap would print as a "write
+	// error" after every warning; what matters is that the lines reached the
+	// descriptor, not the disk.
+	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(struct{ io.Writer }{w}), Size: logBufferSize, FlushInterval: flush}
 	return flushOnWarn{zapcore.NewCore(enc, out, level)}, out.Stop
 }
 

@@ -1,6 +1,8 @@
 package serving_test
 
 import (
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +56,36 @@ func TestUnbufferedLogCore(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A container's stderr is a pipe, which cannot be fsynced (EINVAL): writing a
+// warning through and stopping must not report that as a write error, which
+// zap would print as a "write error: sync /dev/stderr" line after each warning.
+func TestBufferedLogCoreOnAPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	read := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- string(b)
+	}()
+	core, stop := serving.BufferedLogCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), w, zapcore.InfoLevel, time.Hour)
+	var errOut servingtest.SyncBuffer
+	log := zap.New(core, zap.ErrorOutput(zapcore.AddSync(&errOut)))
+	log.Info("review")
+	log.Warn("catalog rejected")
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	w.Close()
+	if got := <-read; !strings.Contains(got, `"review"`) || !strings.Contains(got, `"catalog rejected"`) {
+		t.Errorf("written to the pipe: %q", got)
+	}
+	if errOut.String() != "" {
+		t.Errorf("zap's error output: %q", errOut.String())
 	}
 }
