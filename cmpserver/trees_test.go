@@ -87,7 +87,7 @@ func TestSharedTreeForTheSameStream(t *testing.T) {
 	// Only the shared trees remain between requests (the request dirs are removed).
 	ts.srv.removals.idle()
 	if n := requestDirs(t, ts); n != 2 {
-		t.Errorf("%d entries in the work dir, want the 2 trees", n)
+		t.Errorf("%d dirs in the work dir, want the 2 trees", n)
 	}
 	ts.cancel()
 	<-ts.done

@@ -19,15 +19,16 @@ const logBufferSize = 64 << 10
 // in them (perf of the pinned webhook, HTTP/1.1, 16 clients). flush 0 writes
 // each line at once and stop does nothing. Call stop before exiting.
 func BufferedLogCore(enc zapcore.Encoder, w io.Writer, level zapcore.LevelEnabler, flush time.Duration) (core zapcore.Core, stop func() error) {
+	// w is wrapped so that it has no Sync of its own: stderr in a container is a
+	// pipe and fsync on a pipe fails (EINVAL), which zap would print as a "write
+	// error" after every warning (the buffer's Sync writes it out, then syncs
+	// the writer). What matters is that the lines reached the descriptor, not
+	// the disk.
+	ws := zapcore.AddSync(struct{ io.Writer }{w})
 	if flush <= 0 {
-		return zapcore.NewCore(enc, zapcore.AddSync(w), level), func() error { return nil }
+		return zapcore.NewCore(enc, ws, level), func() error { return nil }
 	}
-	// The buffer's Sync writes it out and then syncs the writer; the writer is
-	// wrapped so that it has no Sync of its own. Stderr in a container is a pipe
-	// and fsync on a pipe fails (EINVAL), which zap would print as a "write
-	// error" after every warning; what matters is that the lines reached the
-	// descriptor, not the disk.
-	out := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(struct{ io.Writer }{w}), Size: logBufferSize, FlushInterval: flush}
+	out := &zapcore.BufferedWriteSyncer{WS: ws, Size: logBufferSize, FlushInterval: flush}
 	return flushOnWarn{zapcore.NewCore(enc, out, level)}, out.Stop
 }
 
