@@ -51,10 +51,21 @@ func benchRepo(b *testing.B) string {
 // generate that reads every file and prints one manifest. Set CMP_BENCH_KEEP_TGZ
 // to a path to keep the tarball for a `time tar xzf` comparison.
 func BenchmarkGenerateLargeRepo(b *testing.B) {
+	benchGenerate(b, "")
+}
+
+// BenchmarkGenerateSharedTree is BenchmarkGenerateLargeRepo with
+// readOnlyRepository: every request after the first reuses the tree (and has
+// its seal checked, seal.go) instead of unpacking it.
+func BenchmarkGenerateSharedTree(b *testing.B) {
+	benchGenerate(b, "\n  readOnlyRepository: true")
+}
+
+func benchGenerate(b *testing.B, extra string) {
 	root := benchRepo(b)
 	plugin := `kind: ConfigManagementPlugin
 metadata: {name: bench}
-spec:
+spec:` + extra + `
   generate:
     command: [sh, -c, 'n=$(find . -type f -exec cat {} + | wc -c); echo "{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"bytes-$n\"}}"']
 `
@@ -122,5 +133,39 @@ func BenchmarkExtract(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkTreeSealCheck is the check made after every request on a shared
+// tree: the 5,000-file, 50-directory repository of the benchmarks above.
+func BenchmarkTreeSealCheck(b *testing.B) {
+	tgz, err := client.WriteTarball(benchRepo(b), "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tgz.Remove()
+	f, err := os.Open(tgz.Path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	base := b.TempDir()
+	dest := filepath.Join(base, "tree")
+	if err := os.Mkdir(dest, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { makeWritable(base) })
+	if err := extractTgzWith(f, dest, extractOptions{limits: DefaultLimits(), readOnly: true}); err != nil {
+		b.Fatal(err)
+	}
+	sl, err := sealTree(dest, base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := sl.check(dest); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -29,6 +29,9 @@ type appStream interface {
 type receivedRepo struct {
 	meta *pluginpb.ManifestRequestMetadata
 	size int64 // compressed bytes received
+	// tgz is the received tarball (size bytes, unlinked) when unpackTo.keep
+	// asked for it; the caller closes it.
+	tgz *os.File
 }
 
 // unpackTo says where and how receiveRepo unpacks the tarball; nil: only read
@@ -39,6 +42,9 @@ type unpackTo struct {
 	limits       Limits
 	preserveMode bool
 	readOnly     bool // see extractOptions.readOnly
+	// keep hands the spooled tarball to the caller (receivedRepo.tgz)
+	// instead of closing it: a shared tree keeps it (trees.go).
+	keep bool
 }
 
 // receiveRepo reads the metadata message and then every file chunk, hashing as
@@ -141,12 +147,26 @@ func (r *receiver) receive() (*receivedRepo, error) {
 	if got := hex.EncodeToString(hash.Sum(nil)); got != meta.GetChecksum() {
 		return nil, errors.New("file checksum validation error")
 	}
+	repo := &receivedRepo{meta: meta, size: size}
 	if un != nil {
 		if err := un.finish(); err != nil {
 			return nil, err
 		}
+		repo.tgz = r.keepSpool(un)
 	}
-	return &receivedRepo{meta: meta, size: size}, nil
+	return repo, nil
+}
+
+// keepSpool takes the spooled tarball from un when its caller asked for it,
+// unless the watcher has given up on the request (it then closes it).
+func (r *receiver) keepSpool(un *streamUnpack) *os.File {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !un.keep || r.abandoned {
+		return nil
+	}
+	un.kept = true
+	return un.sp.f
 }
 
 // startUnpack starts the extraction unpackFor asks for, unless the watcher
@@ -209,6 +229,13 @@ func (r *receiver) receiveWatched(idle time.Duration) (*receivedRepo, error) {
 			if un != nil {
 				un.stop()
 			}
+			go func() {
+				// The stream may have completed just now: a tarball it
+				// kept for the caller is nobody's.
+				if res := <-done; res.repo != nil && res.repo.tgz != nil {
+					res.repo.tgz.Close()
+				}
+			}()
 			return nil, idleStatus{status.Newf(codes.DeadlineExceeded,
 				"no message on the stream for %s: the client stopped sending (limit --stream-idle-timeout)", idle)}
 		}
@@ -241,6 +268,8 @@ type streamUnpack struct {
 	err    error // set before done is closed
 	// checked is set once every header of the complete stream passed the limits.
 	checked bool
+	// keep: see unpackTo.keep; kept: the caller took the spool's file.
+	keep, kept bool
 }
 
 func startUnpack(to *unpackTo) (*streamUnpack, error) {
@@ -248,7 +277,7 @@ func startUnpack(to *unpackTo) (*streamUnpack, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &streamUnpack{sp: sp, limits: to.limits, done: make(chan struct{})}
+	u := &streamUnpack{sp: sp, limits: to.limits, done: make(chan struct{}), keep: to.keep}
 	go func() {
 		defer close(u.done)
 		u.err = extractTgzWith(&tgzReader{sp: sp}, to.dir, extractOptions{limits: to.limits, preserveMode: to.preserveMode, readOnly: to.readOnly, gate: u.gate})
@@ -303,11 +332,13 @@ func (u *streamUnpack) finish() error {
 }
 
 // stop ends the extraction (it fails reading an aborted spool if the stream was
-// not complete), waits for it and closes the spool.
+// not complete), waits for it and closes the spool unless the caller took it.
 func (u *streamUnpack) stop() {
 	u.sp.abort()
 	<-u.done
-	u.sp.f.Close()
+	if !u.kept {
+		u.sp.f.Close()
+	}
 }
 
 // tgzSpool holds the received tarball in an unlinked temp file that the extraction

@@ -2,7 +2,13 @@ package cmpserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,6 +40,8 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	var manifests encodedManifests
 	cfg := svc.s.config()
 	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *workspace) error {
+		// A run on a shared tree that was changed is run again (withRepo).
+		manifests = encodedManifests{}
 		if err := cfg.engine.generate(ctx, ws, manifests.add); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
 		}
@@ -120,12 +128,16 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		inUse   *tree  // a shared tree this request uses
 		treeDir string // a tree this request unpacks to share
 		reused  bool
+		tgz     *os.File // treeDir's tarball, until the tree takes it
 	)
 	defer func() {
 		if inUse != nil {
 			s.trees.release(inUse)
 		} else if treeDir != "" {
 			removeTree(treeDir)
+		}
+		if tgz != nil {
+			tgz.Close()
 		}
 	}()
 	unpackFor := func(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
@@ -146,7 +158,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		}
 		treeDir = d
 		to := cfg.engine.unpackTo(treeDir)
-		to.readOnly = true
+		to.readOnly, to.keep = true, true
 		return to
 	}
 	repo, err := receiveRepo(stream, unpackFor, s.opts.Limits, s.opts.StreamIdleTimeout)
@@ -156,14 +168,19 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 	}
 	s.metrics.received(rpc, repo.size)
 	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
+	tgz = repo.tgz
 	root := dir
 	switch {
 	case inUse != nil:
 		root = inUse.dir
 	case treeDir != "":
 		root = treeDir
-		if tr, ok := s.trees.add(key, treeDir); ok {
-			inUse, treeDir = tr, ""
+		sl, err := sealTree(treeDir, dir)
+		if err != nil {
+			// The tree stays this request's, like a private one.
+			log.Warn("the unpacked tree cannot be sealed: not sharing it", zap.Error(err))
+		} else if tr, ok := s.trees.add(key, treeDir, sl, tgz); ok {
+			inUse, treeDir, tgz = tr, "", nil
 		}
 	}
 	if shared {
@@ -176,10 +193,59 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 	}
 	log.Debug("repository received", zap.Int64("compressed_bytes", repo.size),
 		zap.String("env_names", envNames(repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
-	if err := fn(ctx, unpacked); err != nil {
+	err = fn(ctx, unpacked)
+	if inUse != nil {
+		err = s.checkShared(ctx, log, cfg, inUse, dir, repo, err, fn)
+	}
+	if err != nil {
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
 		return err
 	}
 	log.Info("request done", zap.Duration("duration", time.Since(start)))
+	return nil
+}
+
+// checkShared makes sure the answer of a request that ran on the shared tree
+// tr (fn's error err) was made from the tree as unpacked: a command may have
+// changed it meanwhile, this request's or a concurrent one's (seal.go). If it
+// was changed, tr is dropped and fn runs again on a private copy unpacked into
+// the request dir dir from tr's tarball, whose checksum is verified again
+// (the unlinked file is reachable through /proc by the commands' UID).
+func (s *Server) checkShared(ctx context.Context, log *zap.Logger, cfg *loaded, tr *tree, dir string, repo *receivedRepo,
+	err error, fn func(context.Context, *workspace) error) error {
+	changed := tr.seal.check(tr.dir)
+	if changed == nil {
+		return err
+	}
+	s.trees.drop(tr)
+	log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
+		zap.NamedError("change", changed))
+	if err := unpackCopy(tr, dir, cfg.engine.unpackTo(dir)); err != nil {
+		return err
+	}
+	ws, err := cfg.engine.workspace(dir, dir, repo, true)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, ws)
+}
+
+// unpackCopy unpacks tr's tarball into dest as a private, writable tree.
+func unpackCopy(tr *tree, dest string, to *unpackTo) error {
+	if tr.tgz == nil {
+		return errors.New("the shared repository tree was changed and no copy of its tarball is left")
+	}
+	h := sha256.New()
+	r := io.TeeReader(io.NewSectionReader(tr.tgz, 0, math.MaxInt64), h)
+	if err := extractTgz(r, dest, to.limits, to.preserveMode); err != nil {
+		return err
+	}
+	// The extraction stops at the end of the tar; hash the rest too.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return fmt.Errorf("error reading repository tarball: %w", err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != tr.key.checksum {
+		return errors.New("file checksum validation error (the kept copy of the repository tarball was changed)")
+	}
 	return nil
 }

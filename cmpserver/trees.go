@@ -17,7 +17,13 @@ import (
 //     preserveFileMode setting is part of the key.
 //   - The shared tree is read-only on disk (files without write permission,
 //     directories frozen once unpacked), so a plugin that writes anyway fails
-//     with "permission denied" instead of changing another request's tree.
+//     with "permission denied". That stops mistakes, not a command that
+//     chmods the tree writable again (it runs as the tree's owner) or runs as
+//     root: so the tree is also sealed once unpacked (seal.go), and checked
+//     after every request that used it. A changed tree is dropped at once,
+//     and every request that ran on it runs again on a private copy unpacked
+//     from the tree's tarball, which is kept for that (the compressed bytes,
+//     in an unlinked file), so no answer is ever made from a changed tree.
 //   - Each request still has its own request dir, for the server's own files
 //     (the command's stdout spool), and cleans it up.
 //   - At most maxTrees trees are kept, each until treeTTL after its last use
@@ -37,9 +43,17 @@ type treeKey struct {
 }
 
 type tree struct {
-	dir     string
+	key  treeKey
+	dir  string
+	seal treeSeal
+	// tgz is the tarball the tree was unpacked from (unlinked, closed with
+	// the tree), to unpack a private copy when the tree was changed.
+	tgz     *os.File
 	users   int
 	lastUse time.Time
+	// dropped: the tree was changed and is no longer handed out; it is
+	// removed once its last user releases it.
+	dropped bool
 }
 
 type trees struct {
@@ -61,16 +75,17 @@ func (t *trees) acquire(k treeKey) *tree {
 	return tr
 }
 
-// add makes dir, a complete read-only tree for k in use by the caller, the
-// tree of k. It returns false when k already has one (another request
-// unpacked the same stream meanwhile): dir then stays the caller's.
-func (t *trees) add(k treeKey, dir string) (*tree, bool) {
+// add makes dir, a complete read-only tree for k sealed as sl and unpacked
+// from tgz, in use by the caller, the tree of k. It returns false when k
+// already has one (another request unpacked the same stream meanwhile): dir
+// and tgz then stay the caller's.
+func (t *trees) add(k treeKey, dir string, sl treeSeal, tgz *os.File) (*tree, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.m[k]; ok {
 		return nil, false
 	}
-	tr := &tree{dir: dir, users: 1}
+	tr := &tree{key: k, dir: dir, seal: sl, tgz: tgz, users: 1}
 	t.m[k] = tr
 	t.evictLocked(time.Now())
 	return tr, true
@@ -82,7 +97,24 @@ func (t *trees) release(tr *tree) {
 	defer t.mu.Unlock()
 	tr.users--
 	tr.lastUse = time.Now()
+	if tr.dropped && tr.users == 0 {
+		tr.remove()
+	}
 	t.evictLocked(tr.lastUse)
+}
+
+// drop stops handing out tr, which was changed; its users keep it until they
+// release it. The next request for its key unpacks a fresh tree.
+func (t *trees) drop(tr *tree) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tr.dropped {
+		return
+	}
+	tr.dropped = true
+	if t.m[tr.key] == tr {
+		delete(t.m, tr.key)
+	}
 }
 
 // evictLocked removes unused trees past their TTL, and the least recently
@@ -110,6 +142,13 @@ func (t *trees) evictLocked(now time.Time) {
 
 func (t *trees) removeLocked(k treeKey, tr *tree) {
 	delete(t.m, k)
+	tr.remove()
+}
+
+func (tr *tree) remove() {
+	if tr.tgz != nil {
+		tr.tgz.Close()
+	}
 	removeTree(tr.dir)
 }
 

@@ -3,9 +3,14 @@ package cmpserver
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 )
@@ -127,13 +132,13 @@ func TestTreeCacheBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		x, ok := tr.add(treeKey{checksum: string(rune('a' + i))}, dir)
+		x, ok := tr.add(treeKey{checksum: string(rune('a' + i))}, dir, treeSeal{}, nil)
 		if !ok {
 			t.Fatal("add refused a new key")
 		}
 		held = append(held, x)
 	}
-	if _, ok := tr.add(treeKey{checksum: "a"}, base); ok {
+	if _, ok := tr.add(treeKey{checksum: "a"}, base, treeSeal{}, nil); ok {
 		t.Error("a second tree for one key was accepted")
 	}
 	if len(tr.m) != maxTrees+2 {
@@ -150,5 +155,182 @@ func TestTreeCacheBounds(t *testing.T) {
 	}
 	if tr.acquire(treeKey{checksum: "a"}) != nil || tr.acquire(treeKey{checksum: "f"}) == nil {
 		t.Error("wrong trees evicted")
+	}
+}
+
+// poisonPlugin shares its tree; with ARGOCD_ENV_POISON its command makes the
+// tree writable again and rewrites a file (what the read-only bits cannot stop,
+// since the command runs as the tree's owner), tells the test so and waits for
+// it; every command prints what the repository's somefile holds.
+const poisonPlugin = `kind: ConfigManagementPlugin
+metadata: {name: poison}
+spec:
+  readOnlyRepository: true
+  generate:
+    command: [sh, -c]
+    args:
+    - |
+      set -e
+      if [ -n "$ARGOCD_ENV_POISON" ]; then
+        (cd "$ARGOCD_ENV_TOP" && chmod -R u+w . && echo poisoned > somefile)
+        : > "$ARGOCD_ENV_SYNC/poisoned"
+        i=0; while [ ! -e "$ARGOCD_ENV_SYNC/release" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done
+      fi
+      printf '{"kind":"ConfigMap","data":{"content":"%s"}}' "$(cat "$ARGOCD_ENV_TOP/somefile")"
+`
+
+func somefile(t *testing.T, c *client.Client, repo, app string, env ...string) (string, error) {
+	t.Helper()
+	got, err := c.Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: repo, AppRelPath: app, Env: append([]string{"ARGOCD_ENV_TOP=../.."}, env...)})
+	if err != nil {
+		return "", err
+	}
+	var cm struct{ Data map[string]string }
+	if err := json.Unmarshal([]byte(got[0]), &cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["content"], nil
+}
+
+// TestSharedTreeTamperedByACommand: a command that makes the shared tree
+// writable again and rewrites a file (chmod needs no privilege on one's own
+// files) changes neither what a concurrent request on the same tarball gets nor
+// what a later one gets: the change is seen once the command has run, the
+// tree is dropped, and a request that ran on it runs again on a private copy.
+func TestSharedTreeTamperedByACommand(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.WarnLevel)
+	ts := startServer(t, poisonPlugin, func(o *Options) { o.Logger = zap.New(core) })
+	c := ts.dial(t)
+	repo := writeTree(t, map[string]string{"somefile": "original", "apps/a/x.yaml": "a", "apps/b/y.yaml": "b"})
+	sync := t.TempDir()
+	type result struct {
+		content string
+		err     error
+	}
+	poisoner := make(chan result, 1)
+	go func() {
+		content, err := somefile(t, c, repo, "apps/a", "ARGOCD_ENV_POISON=1", "ARGOCD_ENV_SYNC="+sync)
+		poisoner <- result{content, err}
+	}()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_ = os.WriteFile(sync+"/release", nil, 0o644)
+		}
+	}
+	defer release()
+	if !waitUntil(30*time.Second, func() bool { _, err := os.Stat(sync + "/poisoned"); return err == nil }) {
+		t.Fatal("the poisoning command never ran")
+	}
+	// The poisoner still holds the tree: this request shares it.
+	if got, err := somefile(t, c, repo, "apps/b"); err != nil || got != "original" {
+		t.Errorf("concurrent request on the same tarball got %q (%v), want \"original\"", got, err)
+	}
+	release()
+	if r := <-poisoner; r.err != nil {
+		t.Errorf("poisoning request: %v", r.err)
+	}
+	// Both ran on the shared tree first (so the concurrent one did share it),
+	// saw the change and ran again.
+	if n := logs.FilterMessageSnippet("shared repository tree was changed").Len(); n != 2 {
+		t.Errorf("%d requests reported the changed tree, want the poisoning and the concurrent one", n)
+	}
+	if got, err := somefile(t, c, repo, "apps/b"); err != nil || got != "original" {
+		t.Errorf("later request on the same tarball got %q (%v), want \"original\"", got, err)
+	}
+	// The later one ran on a fresh shared tree, not a private copy.
+	if n := logs.FilterMessageSnippet("shared repository tree was changed").Len(); n != 2 {
+		t.Errorf("the later request found a changed tree too (%d reports)", n)
+	}
+}
+
+// TestTreeSealSeesEveryChange: whatever the tree's owner does to an entry,
+// even restoring its mode, size and mtime afterwards, the seal no longer
+// matches; reading the tree leaves it matching.
+func TestTreeSealSeesEveryChange(t *testing.T) {
+	t.Parallel()
+	changes := map[string]func(root string) error{
+		"read only": func(root string) error {
+			_, err := os.ReadFile(root + "/d/f")
+			return err
+		},
+		"chmod and back": func(root string) error {
+			if err := os.Chmod(root+"/d/f", 0o644); err != nil {
+				return err
+			}
+			return os.Chmod(root+"/d/f", 0o444)
+		},
+		"same-size rewrite, mode and mtime restored": func(root string) error {
+			fi, err := os.Stat(root + "/d/f")
+			if err != nil {
+				return err
+			}
+			if err := os.Chmod(root+"/d/f", 0o644); err != nil {
+				return err
+			}
+			if err := os.WriteFile(root+"/d/f", []byte("EVIL"), 0o644); err != nil {
+				return err
+			}
+			if err := os.Chmod(root+"/d/f", 0o444); err != nil {
+				return err
+			}
+			return os.Chtimes(root+"/d/f", fi.ModTime(), fi.ModTime())
+		},
+		"new file": func(root string) error {
+			if err := os.Chmod(root+"/d", 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(root+"/d/g", nil, 0o444); err != nil {
+				return err
+			}
+			return os.Chmod(root+"/d", 0o555)
+		},
+		"hard link elsewhere": func(root string) error {
+			return os.Link(root+"/d/f", filepath.Dir(root)+"/"+filepath.Base(root)+"-link")
+		},
+		"tree replaced by a copy": func(root string) error {
+			if err := os.Rename(root, root+"-moved"); err != nil {
+				return err
+			}
+			return exec.Command("cp", "-a", root+"-moved", root).Run()
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			root := base + "/tree"
+			if err := os.MkdirAll(root+"/d", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(root+"/d/f", []byte("good"), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{root + "/d", root} {
+				if err := os.Chmod(d, 0o555); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() { makeWritable(base) })
+			sl, err := sealTree(root, base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sl.check(root); err != nil {
+				t.Fatalf("freshly sealed: %v", err)
+			}
+			if err := change(root); err != nil {
+				t.Fatal(err)
+			}
+			err = sl.check(root)
+			if name == "read only" {
+				if err != nil {
+					t.Errorf("after reading: %v", err)
+				}
+			} else if err == nil {
+				t.Error("the change went unnoticed")
+			}
+		})
 	}
 }
