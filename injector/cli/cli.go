@@ -85,7 +85,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	core, stopLog := serving.BufferedLogCore(zapcore.NewJSONEncoder(enc), stdio.Stderr, logLevel, *logFlush)
 	defer func() { _ = stopLog() }()
 	log := zap.New(core, zap.AddCaller())
-	gc := serving.TuneGC(*gcPercent, serving.CgroupMemoryMax)
+	gc := serving.TuneGC(*gcPercent, serving.CgroupRoot)
 	log.Info("starting cmp-injector", zap.String("version", version.Version),
 		zap.String("gcPercent", gc.GCPercent), zap.Int64("memoryLimitBytes", gc.MemoryLimit), zap.String("memoryLimitFrom", gc.Source))
 	ctx, stop := serving.ShutdownContext(ctx)
