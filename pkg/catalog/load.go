@@ -132,6 +132,15 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 		r.NativeSidecars = *d.NativeSidecars
 	}
 	r.RepoServerEnv = repoServerEnv(d.RepoServer)
+	r.RepoServerNames, r.RepoServerPrograms = DefaultRepoServerContainerNames, DefaultRepoServerPrograms
+	if rc := d.RepoServerContainer; rc != nil {
+		if rc.Names != nil {
+			r.RepoServerNames = *rc.Names
+		}
+		if rc.Programs != nil {
+			r.RepoServerPrograms = *rc.Programs
+		}
+	}
 	if d.RunAsUser != nil {
 		r.RunAsUser = *d.RunAsUser
 	}

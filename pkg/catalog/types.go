@@ -42,7 +42,32 @@ type Defaults struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// RepoServer tunes how the repo-server sends repositories to plugins.
 	RepoServer *RepoServer `json:"repoServer,omitempty"`
+	// RepoServerContainer says how the injector recognises Argo CD's
+	// repo-server container. Nil means the defaults below.
+	RepoServerContainer *RepoServerContainer `json:"repoServerContainer,omitempty"`
 }
+
+// RepoServerContainer recognises the repo-server container of a pod: a
+// container with one of Names, or whose program (its command's executable,
+// seen through entrypoint wrappers such as tini or sh -c) is one of Programs.
+// A labelled pod without one is not a repo-server and is skipped: one label in
+// argo-helm's global.podLabels reaches every Argo CD workload, and neither
+// argocd-server nor redis must get sidecars or be denied.
+type RepoServerContainer struct {
+	// Names are container names. Nil means DefaultRepoServerContainerNames.
+	Names *[]string `json:"names,omitempty"`
+	// Programs are executable base names. Nil means DefaultRepoServerPrograms.
+	Programs *[]string `json:"programs,omitempty"`
+}
+
+// DefaultRepoServerContainerNames are the names the install paths give the
+// repo-server container: Argo CD's manifests and the operator use
+// argocd-repo-server, argo-helm's chart repo-server (repoServer.name).
+var DefaultRepoServerContainerNames = []string{"argocd-repo-server", "repo-server"}
+
+// DefaultRepoServerPrograms is the repo-server's executable in Argo CD's image,
+// whatever the container is called.
+var DefaultRepoServerPrograms = []string{"argocd-repo-server"}
 
 // RepoServer settings become env vars of the repo-server container of every
 // injected pod, each only when the container does not set that variable itself
@@ -122,6 +147,10 @@ type ResolvedDefaults struct {
 	Resources           corev1.ResourceRequirements
 	// RepoServerEnv are the RepoServer settings as env vars, in a fixed order.
 	RepoServerEnv []corev1.EnvVar
+	// RepoServerNames and RepoServerPrograms recognise the repo-server
+	// container (RepoServerContainer with its defaults applied).
+	RepoServerNames    []string
+	RepoServerPrograms []string
 }
 
 // Entry is a validated plugin with its parsed inline configuration.

@@ -59,6 +59,7 @@ func validateDefaults(p *problems, d *Defaults) {
 	if d.RunAsUser != nil && *d.RunAsUser <= 0 {
 		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
 	}
+	validateRepoServerContainer(p, d.RepoServerContainer)
 	if rs := d.RepoServer; rs != nil {
 		if c := rs.CMPChunkSize; c != nil && (*c < 0 || *c > MaxCMPChunkSize) {
 			p.addf("defaults.repoServer.cmpChunkSize", "must be between 0 (the repo-server's default) and %d bytes (got %d)", MaxCMPChunkSize, *c)
@@ -70,6 +71,34 @@ func validateDefaults(p *problems, d *Defaults) {
 					p.addf(field, "%q is not a glob the repo-server can use (filepath.Match syntax, not empty, no ';')", g)
 				}
 			}
+		}
+	}
+}
+
+// validateRepoServerContainer: the lists must recognise something (else no
+// pod is ever injected) and hold only what can match a container.
+func validateRepoServerContainer(p *problems, rc *RepoServerContainer) {
+	if rc == nil {
+		return
+	}
+	names, programs := DefaultRepoServerContainerNames, DefaultRepoServerPrograms
+	if rc.Names != nil {
+		names = *rc.Names
+	}
+	if rc.Programs != nil {
+		programs = *rc.Programs
+	}
+	if len(names) == 0 && len(programs) == 0 {
+		p.addf("defaults.repoServerContainer", "names and programs are both empty: no pod would ever be recognised as a repo-server")
+	}
+	for i, n := range names {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			p.addf(fmt.Sprintf("defaults.repoServerContainer.names[%d]", i), "%q is not a container name: %s", n, strings.Join(errs, ", "))
+		}
+	}
+	for i, n := range programs {
+		if n == "" || strings.ContainsAny(n, "/ \t\n") {
+			p.addf(fmt.Sprintf("defaults.repoServerContainer.programs[%d]", i), "%q must be an executable's base name (no path, no spaces)", n)
 		}
 	}
 }

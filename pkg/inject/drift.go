@@ -381,7 +381,7 @@ func sourceText(v *corev1.Volume) string {
 // container (listed in the status) with the catalog's, and names what the
 // catalog would add now.
 func repoServerEnvDrift(pod *corev1.Pod, st *Status, cat *catalog.Catalog) []Difference {
-	i := repoServerIndex(pod)
+	i := repoServerIndex(pod, cat)
 	if i < 0 {
 		return nil
 	}

@@ -26,6 +26,11 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
 		return skipped(ReasonNotLabelled)
 	}
+	if repoServerIndex(pod, cat) < 0 {
+		// Labelled, but not a repo-server (argo-helm's global.podLabels put
+		// the label on every Argo CD workload): never denied, never changed.
+		return skipped(ReasonNotRepoServer)
+	}
 	if _, done := pod.Annotations[keys.StatusAnnotation]; done {
 		// An earlier pass (or the offline CLI) injected it; injecting again
 		// must not change it, but what it owns must still be the catalog's.
@@ -203,7 +208,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	}
 
 	// The repo-server needs the socket directory.
-	if i := repoServerIndex(pod); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
+	if i := repoServerIndex(pod, cat); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
 		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
 		base := indexPath("/spec/containers", i) + "/volumeMounts"
 		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []json.RawMessage{enc.json(encKey{kind: "mount", name: m.Name}, m)})
@@ -214,7 +219,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 
 	// The repo-server's plugin settings the catalog tunes, each unless the
 	// container sets it itself.
-	if i := repoServerIndex(pod); i >= 0 {
+	if i := repoServerIndex(pod, cat); i >= 0 {
 		if env := missingEnv(pod.Spec.Containers[i], cat.Defaults.RepoServerEnv); len(env) > 0 {
 			base := indexPath("/spec/containers", i) + "/env"
 			envJSON := make([]json.RawMessage, len(env))
@@ -308,20 +313,6 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	}
 }
 
-// repoServerIndex is the container named argocd-repo-server, else the first
-// container: charts that rename it still get a working socket mount.
-func repoServerIndex(pod *corev1.Pod) int {
-	for i, c := range pod.Spec.Containers {
-		if c.Name == keys.RepoServerContainer {
-			return i
-		}
-	}
-	if len(pod.Spec.Containers) > 0 {
-		return 0
-	}
-	return -1
-}
-
 // missingEnv is the part of want that c does not set. A container with envFrom
 // gets nothing: a ConfigMap or Secret it reads might set the variable, and an
 // explicit value must win.
@@ -356,7 +347,7 @@ func hasMountPath(c corev1.Container, p string) bool {
 // runAsUser, else the pod's, else the catalog default (999). Root is never
 // inherited.
 func sidecarUID(pod *corev1.Pod, cat *catalog.Catalog) int64 {
-	if i := repoServerIndex(pod); i >= 0 {
+	if i := repoServerIndex(pod, cat); i >= 0 {
 		if sc := pod.Spec.Containers[i].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {
 			return *sc.RunAsUser
 		}

@@ -3,9 +3,11 @@ package inject
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -17,10 +19,14 @@ import (
 // and its plugin.yaml annotation with nothing but pod patch rights, and a pod
 // pre-rendered by `cmp-injector inject` then edited was admitted as it was.
 
-// verifyOwned checks an injected pod's owned parts against the catalog: each
-// config annotation equals its plugin's config, each owned container runs the
-// catalog's image or one its allowedImages allow, and the copy container the
-// catalog's copy image.
+// verifyOwned checks a pod created with a status annotation (pre-rendered by
+// `cmp-injector inject`, or forged) against the catalog: each config
+// annotation equals its plugin's config, and every container the catalog
+// would inject for the plugins the pod asks for is there and runs the
+// catalog's image (or one its allowedImages allow), the copy container the
+// catalog's copy image. The status is the pod's own word, so it only adds
+// containers to check, never removes one: a status naming no container
+// must not admit sidecars with any image.
 func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 	st, problems := ownedStatus(pod)
 	if st == nil {
@@ -31,8 +37,28 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 			problems = append(problems, checkConfig(k, pod.Annotations[k], cat)...)
 		}
 	}
-	for _, c := range ownedContainers(pod, st) {
+	requested, parseProblems := ParsePlugins(pod.Annotations[keys.PluginsAnnotation])
+	problems = append(problems, parseProblems...)
+	if !slices.Equal(requested, st.Plugins) {
+		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+			"annotation %q names plugins %s but the pod asks for %s in %q; only cmp-injector writes it (re-render pre-injected pods with cmp-injector inject)",
+			keys.StatusAnnotation, quoteBounded(strings.Join(st.Plugins, ", ")), quoteBounded(strings.Join(requested, ", ")), keys.PluginsAnnotation)})
+	}
+	want := []string{keys.CopyInitContainer}
+	for _, p := range requested {
+		want = append(want, sidecarName(p))
+	}
+	present := map[string]bool{}
+	for _, c := range ownedContainers(pod, st, want) {
+		present[c.Name] = true
 		problems = append(problems, checkImage(c, cat)...)
+	}
+	for _, n := range want {
+		if !present[n] {
+			problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+				"the pod carries %q but not the container %q that cmp-injector would have added (re-render pre-injected pods with cmp-injector inject)",
+				keys.StatusAnnotation, n)})
+		}
 	}
 	return problems
 }
@@ -52,6 +78,15 @@ func Update(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Rep
 		return skipped(ReasonTrustedUser)
 	}
 	var problems []Problem
+	// The webhook is called for a pod by this label (its objectSelector): a
+	// pod author who could drop it would switch the review of every later
+	// change off, then edit the sidecars at will.
+	oldLabel, oldHas := oldPod.Labels[keys.InjectLabel]
+	newLabel, newHas := newPod.Labels[keys.InjectLabel]
+	if oldLabel != newLabel || oldHas != newHas {
+		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+			"label %q of an injected pod must not be changed or removed: the webhook reviews the pod's updates by it (delete the pod instead)", keys.InjectLabel)})
+	}
 	if oldPod.Annotations[keys.StatusAnnotation] != newPod.Annotations[keys.StatusAnnotation] {
 		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
 			"annotation %q is written by cmp-injector and must not be changed or removed", keys.StatusAnnotation)})
@@ -69,15 +104,23 @@ func Update(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Rep
 	if st == nil {
 		return denied(nil, append(problems, stProblems...))
 	}
-	old := map[string]string{}
-	for _, c := range ownedContainers(oldPod, st) {
-		old[c.Name] = c.Image
+	old := map[string]corev1.Container{}
+	for _, c := range ownedContainers(oldPod, st, nil) {
+		old[c.Name] = c
 	}
-	for _, c := range ownedContainers(newPod, st) {
-		if c.Image != old[c.Name] {
+	for _, c := range ownedContainers(newPod, st, nil) {
+		if c.Image != old[c.Name].Image {
 			problems = append(problems, checkImage(c, cat)...)
 		}
+		// Only pods/resize can change a running container's resources: an
+		// owned sidecar's are the catalog's (one resized to 1Mi is OOM-killed
+		// on every render).
+		if !apiequality.Semantic.DeepEqual(c.Resources, old[c.Name].Resources) {
+			problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+				"the resources of container %q are the catalog's and must not be resized (change them in the catalog)", c.Name)})
+		}
 	}
+	problems = append(problems, checkEphemeral(oldPod, newPod, st)...)
 	if len(problems) > 0 {
 		return denied(st.Plugins, problems)
 	}
@@ -95,10 +138,10 @@ func ownedStatus(pod *corev1.Pod) (*Status, []Problem) {
 }
 
 // ownedContainers are the pod's containers and init containers the status
-// names.
-func ownedContainers(pod *corev1.Pod, st *Status) []corev1.Container {
+// names, and those named in also.
+func ownedContainers(pod *corev1.Pod, st *Status, also []string) []corev1.Container {
 	owned := map[string]bool{}
-	for _, n := range append(append([]string{}, st.Containers...), st.InitContainers...) {
+	for _, n := range slices.Concat(st.Containers, st.InitContainers, also) {
 		owned[n] = true
 	}
 	var out []corev1.Container

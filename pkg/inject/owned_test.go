@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -47,6 +48,32 @@ func TestUpdateOfOwnedParts(t *testing.T) {
 		}, ReasonNotCatalog, `differs from plugin "helm"'s config`},
 		{"config annotation removed", func(p *corev1.Pod) { delete(p.Annotations, keys.ConfigAnnotationPrefix+"helm") }, ReasonNotCatalog, "must not be removed"},
 		{"status removed", func(p *corev1.Pod) { delete(p.Annotations, keys.StatusAnnotation) }, ReasonNotCatalog, "must not be changed or removed"},
+		// The webhook's objectSelector is this label: switching it off would
+		// end the review of every later update.
+		{"inject label set to false", func(p *corev1.Pod) { p.Labels[keys.InjectLabel] = "false" }, ReasonNotCatalog, `label "cmp-injector.io/inject" of an injected pod must not be changed or removed`},
+		{"inject label removed", func(p *corev1.Pod) { delete(p.Labels, keys.InjectLabel) }, ReasonNotCatalog, "must not be changed or removed"},
+		{"sidecar resized", func(p *corev1.Pod) {
+			p.Spec.InitContainers[1].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Mi")
+		}, ReasonNotCatalog, `the resources of container "cmp-helm" are the catalog's`},
+		{"repo-server resized", func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+		}, ReasonOwnedUnchanged, ""},
+		{"debug container mounting the sockets", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debugger", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: keys.PluginsVolume, MountPath: "/p"}}}})
+		}, ReasonDebugAccess, `ephemeral container "debugger" must not mount volume "plugins"`},
+		{"debug container mounting a plugin's tmp", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debugger", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "cmp-helm-tmp", MountPath: "/t"}}}})
+		}, ReasonDebugAccess, `must not mount volume "cmp-helm-tmp"`},
+		{"debug container targeting a sidecar", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{TargetContainerName: "cmp-helm",
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}})
+		}, ReasonDebugAccess, `must not target container "cmp-helm"`},
+		{"debug container of the repo-server", func(p *corev1.Pod) {
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{TargetContainerName: "argocd-repo-server",
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}})
+		}, ReasonOwnedUnchanged, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := injected(t)
@@ -84,5 +111,43 @@ func TestCreateOfEditedPreInjectedPod(t *testing.T) {
 	r := Inject(edited, "argocd", cat)
 	if r.Decision != Denied || len(r.Problems) != 2 {
 		t.Fatalf("edited pre-injected pod: %s %v", r.Decision, r.Problems)
+	}
+}
+
+// The status is the pod's own word: on CREATE the containers the catalog
+// would inject for the requested plugins are checked whatever it names.
+func TestCreateWithForgedStatus(t *testing.T) {
+	cat := testCat(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*corev1.Pod)
+		msg  string
+	}{
+		{"status naming no container", func(p *corev1.Pod) {
+			p.Annotations[keys.StatusAnnotation] = `{"plugins":["helm"],"containers":[],"initContainers":[],"volumes":[],"revision":"r1"}`
+			setImage(p, "cmp-helm", "evil/anything:1")
+			setImage(p, keys.CopyInitContainer, "evil/cp:1")
+		}, `image "evil/anything:1" of container "cmp-helm" is not allowed`},
+		{"status naming other plugins", func(p *corev1.Pod) {
+			p.Annotations[keys.StatusAnnotation] = `{"plugins":[],"containers":[],"initContainers":[],"volumes":[],"revision":"r1"}`
+		}, `names plugins "" but the pod asks for "helm"`},
+		{"a requested sidecar missing", func(p *corev1.Pod) {
+			p.Spec.InitContainers = p.Spec.InitContainers[:1]
+		}, `not the container "cmp-helm" that cmp-injector would have added`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := injected(t)
+			tc.edit(p)
+			r := Inject(p, "argocd", cat)
+			if r.Decision != Denied || !strings.Contains(r.Message(), tc.msg) {
+				t.Fatalf("%s %v: %s, want a denial containing %q", r.Decision, r.Reasons, r.Message(), tc.msg)
+			}
+		})
+	}
+	p := injected(t)
+	p.Annotations[keys.StatusAnnotation] = `{"plugins":["helm"],"containers":[],"initContainers":[],"volumes":[],"revision":"r1"}`
+	setImage(p, keys.CopyInitContainer, "evil/cp:1")
+	if r := Inject(p, "argocd", cat); !strings.Contains(r.Message(), "must run the catalog's copy image") {
+		t.Errorf("copy image behind a forged status: %s %s", r.Decision, r.Message())
 	}
 }

@@ -43,6 +43,9 @@ const (
 	// ReasonTrustedUser: an UPDATE by a user the injector trusts (its own
 	// service account, which keeps pods current with the catalog).
 	ReasonTrustedUser Reason = "trusted_user"
+	// ReasonNotRepoServer: a labelled pod with no repo-server container (see
+	// catalog.RepoServerContainer).
+	ReasonNotRepoServer Reason = "not_repo_server"
 )
 
 // Deny reasons: the pod is rejected with a message naming every problem.
@@ -55,6 +58,9 @@ const (
 	// ReasonNotCatalog: what the injector owns in a pod (a config annotation,
 	// a sidecar image, the status) differs from what the catalog allows.
 	ReasonNotCatalog Reason = "not_catalog"
+	// ReasonDebugAccess: an ephemeral (debug) container added to an injected
+	// pod would reach the plugin server, its sockets or a sidecar.
+	ReasonDebugAccess Reason = "debug_access"
 	// ReasonNoCatalog and ReasonMalformedPod are used by the webhook: no valid
 	// catalog is loaded yet, or the object in the review is not a pod.
 	ReasonNoCatalog    Reason = "no_catalog"

@@ -12,14 +12,35 @@ import (
 
 var podResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
 
+// The pod subresources that change a running pod's containers: kubectl debug
+// adds ephemeral containers, pods/resize changes resources in place. Their
+// reviews carry the whole pod, so Update decides them like any other update.
+const (
+	subresourceEphemeral = "ephemeralcontainers"
+	subresourceResize    = "resize"
+)
+
+// reviewedSubresource: the main resource, or a subresource that changes what
+// the injector owns (on UPDATE, the only operation they have).
+func reviewedSubresource(req *admissionv1.AdmissionRequest) bool {
+	switch req.SubResource {
+	case "":
+		return true
+	case subresourceEphemeral, subresourceResize:
+		return req.Operation == admissionv1.Update
+	}
+	return false
+}
+
 // Review decides one admission request: pod CREATEs are injected (or their
-// owned parts checked when already injected), pod UPDATEs checked against the
-// catalog unless trusted(username) says the user is the injector itself.
+// owned parts checked when already injected), pod UPDATEs (ephemeral
+// containers and resizes included) checked against the catalog unless
+// trusted(username) says the user is the injector itself.
 // Requests it cannot decide are Problems like any other denial: no catalog
 // (cat is nil) and a pod that does not decode. The transport only encodes the
 // Report.
 func Review(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trusted func(username string) bool) *Report {
-	if req.Resource != podResource || req.SubResource != "" {
+	if req.Resource != podResource || !reviewedSubresource(req) {
 		return skipped(ReasonNotPod)
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {

@@ -32,7 +32,15 @@ func TestReviewWebhookLevelDecisions(t *testing.T) {
 		"not a pod": {req(func(r *admissionv1.AdmissionRequest) {
 			r.Resource = metav1.GroupVersionResource{Version: "v1", Resource: "services"}
 		}), false, Skipped, ReasonNotPod, ""},
-		"subresource":  {req(func(r *admissionv1.AdmissionRequest) { r.SubResource = "status" }), false, Skipped, ReasonNotPod, ""},
+		"subresource": {req(func(r *admissionv1.AdmissionRequest) { r.SubResource = "status" }), false, Skipped, ReasonNotPod, ""},
+		// kubectl debug and in-place resize change a running pod's
+		// containers: their UPDATEs are decided (here: a pod nobody injected).
+		"ephemeral containers": {req(func(r *admissionv1.AdmissionRequest) {
+			r.SubResource, r.Operation, r.OldObject.Raw = "ephemeralcontainers", admissionv1.Update, pod
+		}), false, Skipped, ReasonNotInjected, ""},
+		"resize": {req(func(r *admissionv1.AdmissionRequest) {
+			r.SubResource, r.Operation, r.OldObject.Raw = "resize", admissionv1.Update, pod
+		}), false, Skipped, ReasonNotInjected, ""},
 		"delete":       {req(func(r *admissionv1.AdmissionRequest) { r.Operation = admissionv1.Delete }), false, Skipped, ReasonNotCreate, ""},
 		"no catalog":   {req(nil), true, Denied, ReasonNoCatalog, "no valid plugin catalog is loaded yet"},
 		"bad pod":      {req(func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":3}`) }), false, Denied, ReasonMalformedPod, "cannot decode the pod: "},

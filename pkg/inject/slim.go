@@ -21,7 +21,7 @@ import (
 // are never malformed.
 
 // slimPod mirrors corev1.Pod with the same JSON names, for what resolve,
-// apply, checkCollisions, sidecarUID and verifyOwned read. Slices keep every
+// apply, checkCollisions, sidecarUID, repoServerIndex and verifyOwned read. Slices keep every
 // element, since patch paths use their lengths and indexes.
 type slimPod struct {
 	Metadata struct {
@@ -47,7 +47,10 @@ type slimSecurityContext struct {
 type slimContainer struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
-	Env   []struct {
+	// Command and Args recognise the repo-server container (reposerver.go).
+	Command []string `json:"command"`
+	Args    []string `json:"args"`
+	Env     []struct {
 		Name string `json:"name"`
 	} `json:"env"`
 	EnvFrom      []struct{} `json:"envFrom"`
@@ -91,7 +94,7 @@ func slimContainers(in []slimContainer) []corev1.Container {
 	out := make([]corev1.Container, len(in))
 	for i, c := range in {
 		o := &out[i]
-		o.Name, o.Image = c.Name, c.Image
+		o.Name, o.Image, o.Command, o.Args = c.Name, c.Image, c.Command, c.Args
 		if c.Env != nil {
 			o.Env = make([]corev1.EnvVar, len(c.Env))
 			for j, e := range c.Env {
