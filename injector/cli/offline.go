@@ -109,6 +109,9 @@ func explain(w io.Writer, objs []*inject.Object) error {
 			what = string(r.Decision) // the problems follow, one a line
 		}
 		fmt.Fprintf(w, "%s: %s [%s]\n", o.ID(), what, reasonList(r.Reasons))
+		for _, h := range o.Hints {
+			fmt.Fprintf(w, "  hint: %s\n", h)
+		}
 		switch r.Decision {
 		case inject.Injected:
 			fmt.Fprintf(w, "  plugins: %s\n  init containers: %s\n  containers: %s\n  volumes: %s\n  catalog revision: %s\n",

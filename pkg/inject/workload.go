@@ -28,6 +28,9 @@ type Object struct {
 	// Output is the document to write: the input with the patch applied
 	// (order and comments kept), or the input as it is.
 	Output []byte
+	// Hints are likely mistakes in how the object opts in that the decision
+	// cannot see (explain prints them).
+	Hints []string
 }
 
 // ID names the object in messages.
@@ -153,6 +156,9 @@ func decide(obj map[string]any, at []string, cat *catalog.Catalog, ns string, pa
 	if ns == "" {
 		ns = "default"
 	}
+	if err := stringMetadata(obj, tpath); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, o.Name, err)
+	}
 	podJSON, err := PodJSON(obj, tpath)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", kind, o.Name, err)
@@ -162,6 +168,7 @@ func decide(obj map[string]any, at []string, cat *catalog.Catalog, ns string, pa
 		return nil, fmt.Errorf("%s %s: pod template: %w", kind, o.Name, err)
 	}
 	o.Report = Inject(&pod, ns, cat)
+	o.Hints = optInHints(meta, &pod, tpath)
 	if o.Report.Decision == Injected {
 		*patches = append(*patches, located{at: append(append([]string{}, at...), tpath...), patch: o.Report.Patch})
 	}
