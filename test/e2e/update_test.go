@@ -3,12 +3,10 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -37,31 +35,10 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 	waitActive(t, ns)
 
 	admin := env.cp.Client()
-	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
-		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "patch"}}}}
-	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
-		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
-	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
-		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	editor := env.cp.ClientAs(harness.PodEditor)
+	editor := grantPodEditor(t, ns, "pods")
 
 	pod := loadPod(t, "repo-server-pod.yaml")
-	var created *harness.APIError
-	err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
-		_, err := editor.CreatePod(ns, pod.DeepCopy(), false)
-		// RBAC bindings reach the authorizer's cache shortly after creation.
-		if errors.As(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
-			return false, err
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createAsEditor(t, editor, ns, pod)
 	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
 	for _, tc := range []struct {
 		name, patch string

@@ -201,6 +201,11 @@ func (c *Client) StrategicPatch(path string, patch []byte) error {
 	return c.do(http.MethodPatch, path, nil, json.RawMessage(patch), nil, "application/strategic-merge-patch+json")
 }
 
+// JSONPatch applies an RFC 6902 JSON Patch (kubectl patch --type=json).
+func (c *Client) JSONPatch(path string, patch []byte) error {
+	return c.do(http.MethodPatch, path, nil, json.RawMessage(patch), nil, "application/json-patch+json")
+}
+
 // ListPods lists the pods of ns matching a label selector.
 func (c *Client) ListPods(ns, selector string) ([]corev1.Pod, error) {
 	var list corev1.PodList

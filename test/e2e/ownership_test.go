@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// grantPodEditor gives harness.PodEditor create, get, list and patch on the
+// resources (pods and pod subresources) in ns, and returns its client.
+func grantPodEditor(t *testing.T, ns string, resources ...string) *harness.Client {
+	t.Helper()
+	admin := env.cp.Client()
+	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
+		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": resources, "verbs": []string{"create", "get", "list", "patch"}}}}
+	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
+	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
+		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env.cp.ClientAs(harness.PodEditor)
+}
+
+// createAsEditor creates pod as the editor once its RBAC binding has reached
+// the authorizer's cache (shortly after creation).
+func createAsEditor(t *testing.T, editor *harness.Client, ns string, pod *corev1.Pod) {
+	t.Helper()
+	var created *harness.APIError
+	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		_, err := editor.CreatePod(ns, pod.DeepCopy(), false)
+		if errors.As(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
+			return false, err
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// denied asserts that err is the API server's refusal carrying want.
+func denied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	var apiErr *harness.APIError
+	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, want) {
+		t.Fatalf("%s: %v, want a denial containing %q", what, err, want)
+	}
+	t.Logf("as expected, %s is denied: %s", what, apiErr.Message)
+}
+
+// TestInjectedPodsResistTheirAuthor replays the second attack run's
+// reproductions as a user who may only create and patch pods (and debug and
+// resize them): the webhook's review of an injected pod cannot be switched off
+// by its own label, a forged status does not admit sidecars with any image,
+// and kubectl debug and in-place resize cannot reach what the injector owns.
+func TestInjectedPodsResistTheirAuthor(t *testing.T) {
+	in := startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm"}}))
+	ns := newNamespace(t, "own", enabledNS)
+	waitActive(t, ns)
+	editor := grantPodEditor(t, ns, "pods", "pods/ephemeralcontainers", "pods/resize")
+	pod := loadPod(t, "repo-server-pod.yaml")
+	createAsEditor(t, editor, ns, pod)
+	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
+
+	t.Run("the inject label cannot be switched off", func(t *testing.T) {
+		// kubectl -n argocd label pod P cmp-injector.io/inject=false --overwrite
+		err := editor.MergePatch(podPath, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"false"}}}`, keys.InjectLabel)))
+		denied(t, "relabelling the pod", err, `label "cmp-injector.io/inject" of an injected pod must not be changed or removed`)
+		err = editor.MergePatch(podPath, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, keys.InjectLabel)))
+		denied(t, "removing the label", err, "must not be changed or removed")
+		// kubectl patch --type=json replace /spec/initContainers/2/image: the
+		// label still on, so the webhook still reviews it.
+		err = editor.JSONPatch(podPath, []byte(`[{"op":"replace","path":"/spec/initContainers/2/image","value":"evil/anything:1"}]`))
+		denied(t, "the sidecar image", err, `image "evil/anything:1" of container "cmp-helm" is not allowed`)
+		got, err := env.cp.Client().GetPod(ns, pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Labels[keys.InjectLabel] != keys.EnabledValue || got.Spec.InitContainers[2].Image == "evil/anything:1" {
+			t.Fatalf("the pod changed: label %q, image %q", got.Labels[keys.InjectLabel], got.Spec.InitContainers[2].Image)
+		}
+	})
+
+	t.Run("a forged status does not admit any image", func(t *testing.T) {
+		out, err := exec.Command(env.bins["cmp-injector"], "inject", "--catalog", in.Catalog, "--namespace", ns,
+			"-f", filepath.Join("testdata", "repo-server-pod.yaml")).Output()
+		if err != nil {
+			t.Fatalf("cmp-injector inject: %v", err)
+		}
+		forged := loadPod(t, "repo-server-pod.yaml")
+		if err := yaml.Unmarshal(out, forged); err != nil {
+			t.Fatal(err)
+		}
+		forged.Name = "forged"
+		forged.Annotations[keys.StatusAnnotation] = `{"plugins":["helm"],"containers":[],"initContainers":[],"volumes":[],"revision":"x"}`
+		for i := range forged.Spec.InitContainers {
+			if forged.Spec.InitContainers[i].Name == "cmp-helm" {
+				forged.Spec.InitContainers[i].Image = "evil/anything:1"
+			}
+		}
+		_, err = editor.CreatePod(ns, forged, false)
+		denied(t, "a pod whose status names no container", err, `image "evil/anything:1" of container "cmp-helm" is not allowed`)
+	})
+
+	t.Run("kubectl debug cannot mount the plugin volumes or target a sidecar", func(t *testing.T) {
+		debugPath := podPath + "/ephemeralcontainers"
+		err := editor.StrategicPatch(debugPath, []byte(`{"spec":{"ephemeralContainers":[{"name":"mounts","image":"busybox",
+			"volumeMounts":[{"name":"plugins","mountPath":"/p"},{"name":"var-files","mountPath":"/v"}]}]}}`))
+		denied(t, "a debug container mounting plugins and var-files", err, `ephemeral container "mounts" must not mount volume "plugins"`)
+		err = editor.StrategicPatch(debugPath, []byte(`{"spec":{"ephemeralContainers":[{"name":"target","image":"busybox","targetContainerName":"cmp-helm"}]}}`))
+		denied(t, "a debug container targeting cmp-helm", err, `must not target container "cmp-helm"`)
+		// Debugging the repo-server itself stays the admin's RBAC decision.
+		if err := editor.StrategicPatch(debugPath, []byte(`{"spec":{"ephemeralContainers":[{"name":"rs","image":"busybox","targetContainerName":"argocd-repo-server"}]}}`)); err != nil {
+			t.Fatalf("a debug container of the repo-server: %v", err)
+		}
+	})
+
+	t.Run("a sidecar cannot be resized", func(t *testing.T) {
+		err := editor.StrategicPatch(podPath+"/resize", []byte(`{"spec":{"initContainers":[{"name":"cmp-helm","resources":{"requests":{"memory":"1Mi"}}}]}}`))
+		var apiErr *harness.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
+			t.Skipf("kube-apiserver %s has no pods/resize subresource (1.33+)", env.k8sVer)
+		}
+		denied(t, "resizing cmp-helm", err, `the resources of container "cmp-helm" are the catalog's`)
+	})
+}
