@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -200,6 +201,11 @@ func New(opts Options) (*Server, error) {
 	if opts.SocketDir == "" || opts.WorkDir == "" {
 		return nil, errors.New("socket dir and work dir are required")
 	}
+	// Before the work dir is wiped: a server that answers on our socket may
+	// be using it (Serve checks again when it listens).
+	if err := checkSocketFree(filepath.Join(opts.SocketDir, first.plugin.SocketName())); err != nil {
+		return nil, err
+	}
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
@@ -346,8 +352,8 @@ func (s *Server) listen(path string) error {
 	if path == s.lisPath {
 		return nil
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("error removing stale socket: %w", err)
+	if err := removeStaleSocket(path); err != nil {
+		return err
 	}
 	lis, err := net.Listen("unix", path)
 	if err != nil {
@@ -373,6 +379,40 @@ func (s *Server) listen(path string) error {
 	if old != nil {
 		_ = os.Remove(oldPath)
 		_ = old.Close()
+	}
+	return nil
+}
+
+// removeStaleSocket removes what a server that is gone left at path (a
+// killed container's socket), so that it can be created again. A socket that
+// still accepts a connection is another live server's (two sidecars given the
+// same plugin name and version, a second cmp-server in the container):
+// unlinking it would silently take that server's traffic, so that is an error.
+func removeStaleSocket(path string) error {
+	if err := checkSocketFree(path); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("error removing stale socket: %w", err)
+	}
+	return nil
+}
+
+// checkSocketFree fails if a server accepts connections on path.
+func checkSocketFree(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	switch {
+	case err == nil:
+		conn.Close()
+		return fmt.Errorf("socket %s is in use: another plugin server answers on it (not taking it over; stop that server, or give this plugin another metadata.name or spec.version)", path)
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, os.ErrNotExist):
+		// Nobody listens (or it went meanwhile): stale.
+	default:
+		// E.g. EAGAIN: a live server whose backlog is full.
+		return fmt.Errorf("socket %s exists and may be in use (not taking it over): %w", path, err)
 	}
 	return nil
 }
