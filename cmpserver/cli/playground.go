@@ -17,6 +17,7 @@ func Playground(ctx context.Context, args []string, stdio serving.IO) error {
 	var a appFlags
 	a.register(fs.FlagSet)
 	var opts playground.Options
+	fs.IntVar(&opts.MaxEventStreams, "max-event-streams", playground.DefaultMaxEventStreams, "pages that may follow changes at once; one more is answered 503")
 	limitFlags(fs.FlagSet, &opts.Limits)
 	execFlags(fs.FlagSet, &opts.Exec)
 	level, format := logFlags(fs.FlagSet)

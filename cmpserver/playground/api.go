@@ -494,7 +494,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, errors.New("streaming is not supported"))
 		return
 	}
-	ch, seq, unsubscribe := s.events.subscribe()
+	ch, seq, unsubscribe, err := s.events.subscribe()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	defer unsubscribe()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

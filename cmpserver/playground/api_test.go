@@ -497,3 +497,58 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("app dir outside the repo: %v", err)
 	}
 }
+
+// TestEventStreamsCapped: at most 64 pages follow changes at once (each holds
+// a connection, a goroutine and buffers: 5,000 took 151 MB); one more is
+// answered 503 with why, and a slot frees when a page goes.
+func TestEventStreamsCapped(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, Options{ConfigPath: writePlugin(t, dir, "true"), AppDir: appDir(t)})
+	cancels := make([]context.CancelFunc, 0, 64)
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}()
+	for i := range 64 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		if ev := nextEvent(t, readEvents(t, ctx, p.url), "hello"); ev["event"] != "hello" {
+			t.Fatalf("stream %d: first event = %v", i, ev)
+		}
+	}
+	status, body := getEvents(t, p.url)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "too many pages follow changes: 64 already do (limit --max-event-streams)") {
+		t.Fatalf("stream 65 got %d %q, want 503 naming the limit", status, body)
+	}
+	cancels[0]()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if status, _ = getEvents(t, p.url); status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no slot after a page went: %d", status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// getEvents opens an event stream and returns its status, and its body if it
+// is not a stream.
+func getEvents(t *testing.T, url string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, ""
+	}
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}

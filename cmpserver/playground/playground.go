@@ -59,7 +59,14 @@ type Options struct {
 	// MaxShownBytes bounds the YAML of the manifests one generate answer
 	// carries (default 4 MiB); the rest is counted, not sent.
 	MaxShownBytes int
+	// MaxEventStreams caps the pages following changes at once (default
+	// DefaultMaxEventStreams): each holds a connection and a goroutine
+	// until it goes, and a page reached from elsewhere could open thousands.
+	MaxEventStreams int
 }
+
+// DefaultMaxEventStreams is far more tabs than one author opens.
+const DefaultMaxEventStreams = 64
 
 // Server is one playground: its state (the plugin, reloaded on change), the
 // runs in progress and the subscribers to change events.
@@ -96,6 +103,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxShownBytes <= 0 {
 		opts.MaxShownBytes = 4 << 20
 	}
+	if opts.MaxEventStreams <= 0 {
+		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
 	var err error
 	if opts.AppDir, err = filepath.Abs(opts.AppDir); err != nil {
 		return nil, err
@@ -119,7 +129,7 @@ func New(opts Options) (*Server, error) {
 	if opts.App.Name == "" {
 		opts.App.Name = filepath.Base(opts.AppDir)
 	}
-	s := &Server{opts: opts, appRelPath: rel, log: opts.Logger, events: newBroker()}
+	s := &Server{opts: opts, appRelPath: rel, log: opts.Logger, events: newBroker(opts.MaxEventStreams)}
 	s.reload()
 	if s.configErr != nil && errors.Is(s.configErr, os.ErrNotExist) {
 		return nil, s.configErr

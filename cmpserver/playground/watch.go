@@ -2,6 +2,7 @@ package playground
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -172,20 +173,32 @@ type changeEvent struct {
 	ConfigError string   `json:"configError,omitempty"`
 }
 
-// broker fans change events out to the event streams. Each subscriber holds
-// at most one pending event: a slow page gets the latest change, not a queue,
-// which is all it needs to re-run.
+// broker fans change events out to the event streams, at most max at once.
+// Each subscriber holds at most one pending event: a slow page gets the latest
+// change, not a queue, which is all it needs to re-run.
 type broker struct {
 	mu   sync.Mutex
 	seq  uint64
+	max  int
 	subs map[chan changeEvent]struct{}
 }
 
-func newBroker() *broker { return &broker{subs: map[chan changeEvent]struct{}{}} }
+func newBroker(limit int) *broker { return &broker{max: limit, subs: map[chan changeEvent]struct{}{}} }
 
-func (b *broker) subscribe() (<-chan changeEvent, uint64, func()) {
+// errTooManyStreams is subscribe's error when max streams are open.
+type errTooManyStreams int
+
+func (e errTooManyStreams) Error() string {
+	return fmt.Sprintf("too many pages follow changes: %d already do (limit --max-event-streams); close other playground tabs", int(e))
+}
+
+func (b *broker) subscribe() (<-chan changeEvent, uint64, func(), error) {
 	ch := make(chan changeEvent, 1)
 	b.mu.Lock()
+	if len(b.subs) >= b.max {
+		b.mu.Unlock()
+		return nil, 0, nil, errTooManyStreams(b.max)
+	}
 	b.subs[ch] = struct{}{}
 	seq := b.seq
 	b.mu.Unlock()
@@ -193,7 +206,7 @@ func (b *broker) subscribe() (<-chan changeEvent, uint64, func()) {
 		b.mu.Lock()
 		delete(b.subs, ch)
 		b.mu.Unlock()
-	}
+	}, nil
 }
 
 // current is the sequence number of the latest event.

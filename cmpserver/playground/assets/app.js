@@ -555,7 +555,15 @@
       if (!$('#live').checked) return;
       runAll();
     });
-    es.onerror = () => setStatus('Lost the connection to the playground; retrying…', 'offline');
+    es.onerror = () => {
+      // A refused stream (503: --max-event-streams pages already follow
+      // changes) is not retried by the browser; a dropped one is.
+      if (es.readyState === EventSource.CLOSED) {
+        setStatus('The playground refused to send changes to this tab (too many tabs follow it: limit --max-event-streams); close other tabs and reload', 'offline');
+        return;
+      }
+      setStatus('Lost the connection to the playground; retrying…', 'offline');
+    };
   }
 
   function wireKeys() {
