@@ -28,6 +28,7 @@ type Metrics struct {
 	certReloads    prometheus.Counter
 	certErrors     prometheus.Counter
 	openConns      prometheus.Gauge
+	droppedConns   *prometheus.CounterVec
 }
 
 // NewMetrics registers every series, plus the Go and process collectors.
@@ -67,9 +68,12 @@ func NewMetrics() *Metrics {
 			Help: "Certificate or key files that could not be loaded (the previous pair stays in use)."}),
 		openConns: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "webhook_open_connections",
 			Help: "Connections the webhook port holds (at most --max-connections)."}),
+		droppedConns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_connections_dropped_total",
+			Help: "Webhook connections closed by the connection limits, by reason: per_ip_cap (its address held --max-connections-per-ip), " +
+				"evicted (no review yet, closed to make room at --max-connections), probation (no review within " + reviewProbation.String() + " of accept)."}, []string{"reason"}),
 	}
 	m.Registry.MustRegister(m.requests, m.injected, m.skipped, m.denied, m.duration, m.badRequests, m.panics,
-		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors, m.openConns,
+		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors, m.openConns, m.droppedConns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -39,13 +38,21 @@ type Options struct {
 	// TrustedUsers may change what the injector owns in a pod on UPDATE: the
 	// injector's own service account, which keeps pods current.
 	TrustedUsers []string
-	// MaxConnections caps the connections the webhook port holds at once; more
-	// wait in the listen backlog. Validate makes zero DefaultMaxConnections.
+	// MaxConnections caps the connections the webhook port holds at once.
+	// When all are held, a new one takes the slot of the oldest connection
+	// that has not sent a review yet; when every one has, more wait in the
+	// listen backlog. Validate makes zero DefaultMaxConnections.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the connections from one client address, so
+	// one pod cannot take every slot; more are closed at accept. Validate
+	// makes zero DefaultMaxConnectionsPerIP, or MaxConnections when lower (a
+	// lower --max-connections alone is then no error).
+	MaxConnectionsPerIP int
 }
 
 // Validate rejects what cannot work, every problem in one error that names
-// the flags, and fills MaxConnections when it is zero. A zero --poll-interval
+// the flags, and fills MaxConnections and MaxConnectionsPerIP when they are
+// zero. A zero --poll-interval
 // used to panic in time.NewTicker.
 func (c *Options) Validate() error {
 	var errs []error
@@ -64,6 +71,15 @@ func (c *Options) Validate() error {
 	if c.MaxConnections < 0 {
 		errs = append(errs, fmt.Errorf("--max-connections must be at least 1, got %d", c.MaxConnections))
 	}
+	if c.MaxConnectionsPerIP == 0 && c.MaxConnections > 0 {
+		c.MaxConnectionsPerIP = min(DefaultMaxConnectionsPerIP, c.MaxConnections)
+	}
+	switch {
+	case c.MaxConnectionsPerIP < 0:
+		errs = append(errs, fmt.Errorf("--max-connections-per-ip must be at least 1, got %d", c.MaxConnectionsPerIP))
+	case c.MaxConnections > 0 && c.MaxConnectionsPerIP > c.MaxConnections:
+		errs = append(errs, fmt.Errorf("--max-connections-per-ip (%d) must not be more than --max-connections (%d)", c.MaxConnectionsPerIP, c.MaxConnections))
+	}
 	return errors.Join(errs...)
 }
 
@@ -71,6 +87,30 @@ func (c *Options) Validate() error {
 // HTTP/1.1 keep-alive) and bounds memory: an attack run held 5,000 idle
 // connections at 250 MB of the chart's 256 Mi limit, about 50 KB each.
 const DefaultMaxConnections = 1024
+
+// DefaultMaxConnectionsPerIP leaves one address a quarter of the slots. API
+// servers have few addresses (several replicas, or a konnectivity agent or
+// the node's address in front of all of them), and kube-apiserver keeps at
+// most 25 idle connections per webhook host, opening more only for reviews
+// in flight at once: 256 is far above that, and a pod flooding the port
+// leaves three quarters of the slots free.
+const DefaultMaxConnectionsPerIP = 256
+
+// Connection timing on the webhook port. The API server opens a connection
+// to send a review at once, so one that has not sent a review soon after
+// accept does not hold a slot for long; one that has is an API server's
+// keep-alive connection and stays until IdleTimeout.
+const (
+	// reviewProbation is the longest a connection stays open without a
+	// POST /mutate (see serving.ConnLimits).
+	reviewProbation = 10 * time.Second
+	// readHeaderTimeout also bounds the TLS handshake: http.Server gives a
+	// handshake the least of ReadHeaderTimeout, ReadTimeout and WriteTimeout.
+	readHeaderTimeout = 5 * time.Second
+	// idleTimeout closes a keep-alive connection that reviewed before; 90 s
+	// is the API server's own idle timeout for its webhook connections.
+	idleTimeout = 90 * time.Second
+)
 
 // Server is the webhook. Its zero value is not usable; build it with New.
 type Server struct {
@@ -149,11 +189,21 @@ func (s *Server) Ready() error {
 	return nil
 }
 
-// WebhookHandler serves /mutate, /healthz and /readyz.
+// WebhookHandler serves /mutate and /readyz. The kubelet probes the metrics
+// port; /readyz stays here for doctor, which checks an out-of-cluster
+// injector at the webhook's URL. A connection that only asks for /readyz (or
+// anything but a review) stays on probation: it is closed soon and is the
+// first to give up its slot.
 func (s *Server) WebhookHandler() http.Handler {
 	r := mux.NewRouter()
-	r.Handle("/mutate", http.HandlerFunc(s.mutate)).Methods(http.MethodPost)
-	serving.Health(r, s.Ready)
+	r.Handle("/mutate", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// The API server's connection: kept past the probation and never
+		// evicted. Any pod can send a review too; the per-address cap is
+		// what bounds those.
+		serving.KeepConn(req.Context())
+		s.mutate(w, req)
+	})).Methods(http.MethodPost)
+	r.HandleFunc("/readyz", serving.ReadyHandler(s.Ready)).Methods(http.MethodGet, http.MethodHead)
 	return s.recoverer(r)
 }
 
@@ -279,14 +329,15 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 
 	errLog := zap.NewStdLog(s.log.Named("http"))
 	hs := &http.Server{Handler: s.WebhookHandler(), TLSConfig: s.TLSConfig(), ErrorLog: errLog,
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10, ConnState: s.countConns, HTTP2: http2Config}
+		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ConnState: s.countConns, HTTP2: http2Config,
+		ConnContext: serving.ConnContext}
 	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
+	limited := serving.LimitConns(webhookLn, serving.ConnLimits{Max: s.cfg.MaxConnections, PerIP: s.cfg.MaxConnectionsPerIP,
+		Probation: reviewProbation, OnDrop: func(r serving.DropReason) { s.metrics.droppedConns.WithLabelValues(string(r)).Inc() }})
 
 	errc := make(chan error, 2)
-	go func() {
-		errc <- hs.Serve(tls.NewListener(netutil.LimitListener(webhookLn, s.cfg.MaxConnections), hs.TLSConfig))
-	}()
+	go func() { errc <- hs.Serve(tls.NewListener(limited, hs.TLSConfig)) }()
 	go func() { errc <- ms.Serve(metricsLn) }()
 	s.log.Info("serving", zap.String("webhook", webhookLn.Addr().String()), zap.String("metrics", metricsLn.Addr().String()))
 

@@ -104,17 +104,19 @@ func TestDryRunHasNoSideEffects(t *testing.T) {
 	wantSample(t, ts.samples(t), "cmp_injector_injected_total", 1, "namespace=argocd")
 }
 
+// The kubelet probes the metrics port; the webhook port keeps /readyz for
+// doctor's check of an out-of-cluster injector, and nothing else but /mutate.
 func TestMetricsNamesAndHealthOnBothListeners(t *testing.T) {
 	ts := startServer(t, "testdata/catalog.yaml")
-	for _, base := range []string{ts.webhookURL, ts.metricsURL} {
-		for _, p := range []string{"/healthz", "/readyz"} {
-			if code, body := ts.get(t, base+p); code != 200 {
-				t.Errorf("%s%s: %d %s", base, p, code, body)
-			}
+	for _, u := range []string{ts.metricsURL + "/healthz", ts.metricsURL + "/readyz", ts.webhookURL + "/readyz"} {
+		if code, body := ts.get(t, u); code != 200 {
+			t.Errorf("%s: %d %s", u, code, body)
 		}
 	}
-	if code, _ := ts.get(t, ts.webhookURL+"/metrics"); code != http.StatusNotFound {
-		t.Errorf("/metrics must not be on the webhook listener (got %d)", code)
+	for _, p := range []string{"/metrics", "/healthz"} {
+		if code, _ := ts.get(t, ts.webhookURL+p); code != http.StatusNotFound {
+			t.Errorf("%s must not be on the webhook listener (got %d)", p, code)
+		}
 	}
 	m := ts.samples(t)
 	wantSample(t, m, "cmp_injector_catalog_info", 1, "revision=2026-11-21.1")
@@ -230,7 +232,7 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(120 * time.Millisecond)
-	if code, _ := ts.get(t, ts.webhookURL+"/healthz"); code != 200 {
+	if code, _ := ts.get(t, ts.webhookURL+"/readyz"); code != 200 {
 		t.Fatal("half-rotated pair broke the old one")
 	}
 	if err := os.WriteFile(filepath.Join(ts.certDir, "tls.crt"), b.Cert, 0o644); err != nil {
@@ -242,7 +244,7 @@ func TestCertificateReload(t *testing.T) {
 		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	defer client.CloseIdleConnections()
 	eventually(t, func() bool {
-		resp, err := client.Get(ts.webhookURL + "/healthz")
+		resp, err := client.Get(ts.webhookURL + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -370,20 +372,36 @@ func TestUnreadableBodyIs400(t *testing.T) {
 	}
 }
 
-// Idle connections beyond --max-connections wait to be accepted instead of
-// each holding memory; the gauge never passes the cap, and a freed slot lets
-// the next one in.
+// When every slot holds a connection that has sent a review (an API server's
+// keep-alive connections), more wait to be accepted instead of each holding
+// memory; the gauge never passes the cap, and a freed slot lets the next one
+// in. (Connections that sent no review give up their slot instead:
+// TestReviewsAnsweredThroughConnectionFlood.)
 func TestWebhookConnectionsAreCapped(t *testing.T) {
 	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) { c.MaxConnections = 2 })
 	host := strings.TrimPrefix(ts.webhookURL, "https://")
+	var reviewers []*http.Client
+	for i := 0; i < 2; i++ {
+		c := &http.Client{Timeout: 10 * time.Second, Transport: ts.client.Transport.(*http.Transport).Clone()}
+		defer c.CloseIdleConnections()
+		resp, err := c.Post(ts.webhookURL+"/mutate", "application/json", bytes.NewReader(podReview("u", "argocd", []byte(testPod), false)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		reviewers = append(reviewers, c)
+	}
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
-	for i := 0; i < 5; i++ {
-		c, err := net.Dial("tcp", host)
+	// From another address: 127.0.0.1 holds its cap of two.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	for i := 0; i < 3; i++ {
+		c, err := d.Dial("tcp", host)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,9 +425,11 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 		}
 	}
 	waitFor("cmp_injector_webhook_open_connections 2")
-	conns[0].Close()
+	reviewers[0].CloseIdleConnections()
+	// One of the waiting connections took the slot.
 	waitFor("cmp_injector_webhook_open_connections 2")
-	for _, c := range conns[1:] {
+	reviewers[1].CloseIdleConnections()
+	for _, c := range conns {
 		c.Close()
 	}
 	waitFor("cmp_injector_webhook_open_connections 0")

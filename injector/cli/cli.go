@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,14 +52,15 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs.StringVar(&cfg.CatalogFile, "catalog", "", "plugin catalog file (required)")
 	fs.StringVar(&cfg.CertFile, "tls-cert-file", "", "serving certificate, PEM (required)")
 	fs.StringVar(&cfg.KeyFile, "tls-key-file", "", "serving key, PEM (required)")
-	fs.StringVar(&cfg.Listen, "listen", ":8443", "HTTPS address for /mutate, /healthz, /readyz")
+	fs.StringVar(&cfg.Listen, "listen", ":8443", "HTTPS address for /mutate (and /readyz, for doctor); the kubelet's probes use --metrics-listen")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", ":8080", "plain HTTP address for /metrics, /healthz, /readyz")
 	fs.DurationVar(&cfg.Poll, "poll-interval", 5*time.Second, "how often catalog and certificate files are checked for changes")
 	fs.DurationVar(&cfg.ShutdownDelay, "shutdown-delay", 3*time.Second, "time to keep serving, not ready, after SIGTERM")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "longest wait for in-flight reviews on shutdown")
 	var trusted stringList
 	fs.Var(&trusted, "trusted-user", "user allowed to change what the injector owns in a pod on UPDATE, e.g. its own service account (repeatable)")
-	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; more wait to be accepted")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; a new one takes the slot of the oldest that has sent no review yet, and waits to be accepted when all have")
+	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", 0, "connections the webhook port holds from one client address, at most --max-connections; more are closed at once, so one pod cannot take every slot (0: "+strconv.Itoa(injector.DefaultMaxConnectionsPerIP)+", or --max-connections when lower; kube-apiserver keeps at most 25 idle connections per webhook host)")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
 	logFlush := fs.Duration("log-flush-interval", time.Second, "longest time a log line waits in memory before it is written: lines go out in batches, which saves a system call per review under load, and at once for warnings, errors and on exit (0 = each line at once)")

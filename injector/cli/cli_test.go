@@ -173,6 +173,8 @@ func TestServeRejectsBadValues(t *testing.T) {
 		{[]string{"--poll-interval=0"}, "--poll-interval must be more than 0, got 0s"},
 		{[]string{"--poll-interval=-1s"}, "--poll-interval must be more than 0, got -1s"},
 		{[]string{"--max-connections=-1"}, "--max-connections must be at least 1, got -1"},
+		{[]string{"--max-connections-per-ip=-1"}, "--max-connections-per-ip must be at least 1, got -1"},
+		{[]string{"--max-connections=10", "--max-connections-per-ip=11"}, "--max-connections-per-ip (11) must not be more than --max-connections (10)"},
 		{[]string{"--shutdown-delay=-1s"}, "--shutdown-delay and --shutdown-timeout must not be negative"},
 		{[]string{"--log-flush-interval=-1s"}, "--log-flush-interval must not be negative, got -1s"},
 	} {

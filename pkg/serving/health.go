@@ -15,13 +15,18 @@ func Health(r *mux.Router, ready func() error) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	r.HandleFunc("/readyz", ReadyHandler(ready)).Methods(http.MethodGet, http.MethodHead)
+}
+
+// ReadyHandler answers 200 when ready returns nil, else 503 with its reason.
+func ReadyHandler(ready func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
 		if err := ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = io.WriteString(w, "ok\n")
-	}).Methods(http.MethodGet, http.MethodHead)
+	}
 }
 
 // MetricsRouter is the plain-HTTP mux of both servers' metrics listener:

@@ -1,0 +1,264 @@
+package serving
+
+import (
+	"container/list"
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ConnLimits bound the connections of a listener that exists for one kind of
+// request from one kind of client (the webhook: reviews from the API server).
+// A connection is on probation from accept until a handler calls KeepConn for
+// one of its requests; until then it is cheap to drop. An attack run held
+// every slot of a plain connection cap with TLS connections that only asked
+// for /healthz and reconnected, and the API server's reviews waited behind
+// them until they timed out.
+type ConnLimits struct {
+	// Max is the most connections held at once. When they are all held, a new
+	// one takes the slot of the oldest connection on probation; when none is
+	// on probation, it waits in the listen backlog until a slot frees.
+	Max int
+	// PerIP is the most connections held at once from one remote address
+	// (at most Max); more are closed as soon as they are accepted, so one
+	// client cannot take every slot.
+	PerIP int
+	// Probation is the longest a connection stays open without a kept
+	// request; zero: no limit.
+	Probation time.Duration
+	// OnDrop, if set, is called once for every connection the limits close,
+	// with the reason.
+	OnDrop func(DropReason)
+}
+
+// DropReason says why the limits closed a connection; the values are metric
+// label values.
+type DropReason string
+
+const (
+	// DropPerIP: accepted while its address already held PerIP connections.
+	DropPerIP DropReason = "per_ip_cap"
+	// DropEvicted: on probation, closed to make room for a new connection
+	// while all Max slots were held.
+	DropEvicted DropReason = "evicted"
+	// DropProbation: no kept request within Probation.
+	DropProbation DropReason = "probation"
+)
+
+// LimitConns returns l bounded by lim. Its connections must reach handlers
+// through ConnContext (http.Server.ConnContext) for KeepConn to find them.
+// Accept is meant to be called from one goroutine, as http.Server does.
+func LimitConns(l net.Listener, lim ConnLimits) net.Listener {
+	cl := &connLimiter{Listener: l, lim: lim, perIP: map[netip.Addr]int{}}
+	cl.cond = sync.NewCond(&cl.mu)
+	return cl
+}
+
+type connLimiter struct {
+	net.Listener
+	lim ConnLimits
+
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when a slot frees or the listener closes
+	open   int
+	perIP  map[netip.Addr]int
+	trial  list.List // *limitedConn on probation, oldest first
+	closed bool
+}
+
+type limitedConn struct {
+	net.Conn
+	l    *connLimiter
+	addr netip.Addr
+	kept atomic.Bool
+
+	// Guarded by l.mu.
+	released bool
+	elem     *list.Element // in l.trial while on probation
+	timer    *time.Timer
+}
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		l.waitRoom()
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc, victim, drop := l.admit(c)
+		// Counted before the close, so whoever sees a connection closed
+		// finds it counted.
+		if victim != nil {
+			l.dropped(DropEvicted)
+			_ = victim.Conn.Close()
+		}
+		if lc == nil {
+			if drop != "" {
+				l.dropped(drop)
+			}
+			_ = c.Close()
+			continue
+		}
+		return lc, nil
+	}
+}
+
+// waitRoom returns when a new connection could be admitted: a free slot or
+// one on probation to evict. Meanwhile new ones wait in the kernel's backlog,
+// as with netutil.LimitListener.
+func (l *connLimiter) waitRoom() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.closed && l.open >= l.lim.Max && l.trial.Len() == 0 {
+		l.cond.Wait()
+	}
+}
+
+// admit takes a slot for c, evicting the oldest connection on probation when
+// all are held. A nil conn: c is to be closed, counted under drop unless empty
+// (the listener closed).
+func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, drop DropReason) {
+	addr := remoteAddr(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Before any eviction: a connection refused for its address must not cost
+	// another one its slot. Counts only fall while we wait below.
+	if l.perIP[addr] >= l.lim.PerIP {
+		return nil, nil, DropPerIP
+	}
+	for l.open >= l.lim.Max {
+		if e := l.trial.Front(); e != nil {
+			victim = e.Value.(*limitedConn)
+			l.releaseLocked(victim)
+			break
+		}
+		// Every slot became kept between waitRoom and Accept.
+		if l.closed {
+			return nil, nil, ""
+		}
+		l.cond.Wait()
+	}
+	lc = &limitedConn{Conn: c, l: l, addr: addr}
+	l.open++
+	l.perIP[addr]++
+	lc.elem = l.trial.PushBack(lc)
+	if l.lim.Probation > 0 {
+		lc.timer = time.AfterFunc(l.lim.Probation, lc.probationOver)
+	}
+	return lc, victim, ""
+}
+
+// releaseLocked gives back lc's slot, once.
+func (l *connLimiter) releaseLocked(lc *limitedConn) {
+	if lc.released {
+		return
+	}
+	lc.released = true
+	l.open--
+	if n := l.perIP[lc.addr] - 1; n > 0 {
+		l.perIP[lc.addr] = n
+	} else {
+		delete(l.perIP, lc.addr)
+	}
+	if lc.elem != nil {
+		l.trial.Remove(lc.elem)
+		lc.elem = nil
+	}
+	if lc.timer != nil {
+		lc.timer.Stop()
+	}
+	l.cond.Broadcast()
+}
+
+func (l *connLimiter) dropped(r DropReason) {
+	if l.lim.OnDrop != nil {
+		l.lim.OnDrop(r)
+	}
+}
+
+func (l *connLimiter) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+func (c *limitedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// NetConn is the accepted connection, for code that unwraps connections.
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
+func (c *limitedConn) probationOver() {
+	c.l.mu.Lock()
+	over := !c.released && c.elem != nil
+	if over {
+		c.l.releaseLocked(c)
+	}
+	c.l.mu.Unlock()
+	if over {
+		c.l.dropped(DropProbation)
+		_ = c.Conn.Close()
+	}
+}
+
+// keep ends c's probation: it is neither evicted nor timed out any more.
+func (c *limitedConn) keep() {
+	if c.kept.Swap(true) {
+		return
+	}
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.elem != nil {
+		c.l.trial.Remove(c.elem)
+		c.elem = nil
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// remoteAddr is c's peer address without a port; IPv4-mapped IPv6 addresses
+// count as their IPv4 address. The zero Addr for a non-IP peer (one bucket).
+func remoteAddr(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+type connKey struct{}
+
+// ConnContext is the http.Server.ConnContext of a server on a LimitConns
+// listener: it records the connection in every request's context for KeepConn.
+// c may wrap the limited connection (tls.Conn does).
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	for c != nil {
+		if lc, ok := c.(*limitedConn); ok {
+			return context.WithValue(ctx, connKey{}, lc)
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	return ctx
+}
+
+// KeepConn ends the probation of the connection that carried ctx's request:
+// the request is one the server exists for. It does nothing for a connection
+// of another listener, or one already kept.
+func KeepConn(ctx context.Context) {
+	if lc, ok := ctx.Value(connKey{}).(*limitedConn); ok {
+		lc.keep()
+	}
+}
