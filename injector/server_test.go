@@ -294,7 +294,7 @@ func eventually(t *testing.T, cond func() bool) {
 // answer (and what is logged) must stay a few KB, not the 30.8 MB it was.
 func TestHugeAnnotationDenialIsSmall(t *testing.T) {
 	ts := startServer(t, "testdata/catalog.yaml")
-	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{%q:"true"},"annotations":{%q:%q}},"spec":{"containers":[{"name":"c","image":"i"}]}}`,
+	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{%q:"true"},"annotations":{%q:%q}},"spec":{"containers":[{"name":"argocd-repo-server","image":"i"}]}}`,
 		keys.InjectLabel, keys.PluginsAnnotation, strings.Repeat(",", 526_000))
 	code, out := ts.post(t, "application/json", podReview("u1", "argocd", []byte(pod), false))
 	if code != http.StatusOK {
