@@ -12,8 +12,12 @@ import (
 // controllers are the kube-controller-manager loops the suite needs: the
 // Deployment and ReplicaSet controllers create repo-server pods the way a cluster
 // does (so admission denials surface as FailedCreate events), and the garbage
-// collector removes what `helm uninstall` leaves to it (ReplicaSets, pods).
-var controllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller"}
+// collector removes what `helm uninstall` leaves to it (ReplicaSets, pods);
+// the StatefulSet and Job controllers create the pods of the other Argo CD
+// workloads (the application controller, argo-helm's redis-secret-init hook),
+// which an opt-in label on every workload reaches too.
+var controllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller",
+	"statefulset-controller", "job-controller"}
 
 // ControllerManagerTool is the bin/ name of the kube-controller-manager of the
 // same release as APIServerTool: kube-controller-manager[-1.32].

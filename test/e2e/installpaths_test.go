@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// goldenInputs are the install-path fixtures the injector's golden tests also
+// drive (injector/testdata/golden): one file, so the workloads proven here and
+// the goldens cannot drift apart.
+const goldenInputs = "../../injector/testdata/golden"
+
+// workloadCollections maps a fixture's kind to its API collection.
+var workloadCollections = map[string]string{
+	"Deployment":  "/apis/apps/v1/namespaces/%s/deployments",
+	"StatefulSet": "/apis/apps/v1/namespaces/%s/statefulsets",
+	"Job":         "/apis/batch/v1/namespaces/%s/jobs",
+}
+
+// TestInstallPathWorkloads applies Argo CD's workloads as argo-helm 10.x
+// renders them with the opt-in in global.podLabels and global.podAnnotations
+// (every workload labelled), and the operator's repo-server Deployment, through
+// the real Deployment, StatefulSet and Job controllers: every workload's pod
+// is admitted, and only the repo-servers' are injected.
+func TestInstallPathWorkloads(t *testing.T) {
+	startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm"}}))
+	ns := newNamespace(t, "paths", enabledNS)
+	waitActive(t, ns)
+	admin := env.cp.Client()
+
+	cases := []struct {
+		file     string
+		injected bool
+	}{
+		{"argo-helm-repo-server.yaml", true},
+		{"operator-repo-server.yaml", true},
+		{"argo-helm-global-server.yaml", false},
+		{"argo-helm-global-redis.yaml", false},
+		{"argo-helm-global-controller.yaml", false},
+		{"argo-helm-global-redis-secret-init.yaml", false},
+	}
+	names := map[string]string{}
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join(goldenInputs, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(b, &obj); err != nil {
+			t.Fatal(err)
+		}
+		meta := obj["metadata"].(map[string]any)
+		meta["namespace"] = ns
+		kind := obj["kind"].(string)
+		coll, ok := workloadCollections[kind]
+		if !ok {
+			t.Fatalf("%s: no collection for kind %s", c.file, kind)
+		}
+		if err := admin.Do(http.MethodPost, fmt.Sprintf(coll, ns), nil, obj, nil); err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		tmpl := obj["spec"].(map[string]any)["template"].(map[string]any)
+		names[c.file] = tmpl["metadata"].(map[string]any)["labels"].(map[string]any)["app.kubernetes.io/name"].(string)
+	}
+	for _, c := range cases {
+		t.Run(strings.TrimSuffix(c.file, ".yaml"), func(t *testing.T) {
+			selector := "app.kubernetes.io/name=" + names[c.file]
+			var pods int
+			err := harness.Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+				got, err := admin.ListPods(ns, selector)
+				if err != nil {
+					return false, err
+				}
+				pods = len(got)
+				if pods == 0 {
+					return false, errors.New("no pod yet")
+				}
+				for _, p := range got {
+					_, injected := p.Annotations[keys.StatusAnnotation]
+					if injected != c.injected {
+						return true, fmt.Errorf("pod %s: injected %t, want %t", p.Name, injected, c.injected)
+					}
+					if !c.injected && len(p.Spec.InitContainers) != 0 {
+						return true, fmt.Errorf("pod %s was changed: init containers %v", p.Name, p.Spec.InitContainers)
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				// FailedCreate events of the ReplicaSet, StatefulSet or Job
+				// carry a denial.
+				var events corev1.EventList
+				_ = admin.Get("/api/v1/namespaces/"+ns+"/events", &events)
+				for _, e := range events.Items {
+					if e.Type == "Warning" {
+						t.Logf("event %s/%s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+					}
+				}
+				t.Fatal(err)
+			}
+			t.Logf("%d pod(s) of %s admitted, injected: %t", pods, names[c.file], c.injected)
+		})
+	}
+}
