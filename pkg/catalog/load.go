@@ -144,6 +144,7 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 	if d.RunAsUser != nil {
 		r.RunAsUser = *d.RunAsUser
 	}
+	r.TmpSizeLimit = d.TmpSizeLimit
 	if d.Resources != nil {
 		r.Resources = *d.Resources
 	} else {
@@ -200,6 +201,20 @@ func (c *Catalog) ResourcesFor(e *Entry) corev1.ResourceRequirements {
 		return *e.Resources.DeepCopy()
 	}
 	return *c.Defaults.Resources.DeepCopy()
+}
+
+// TmpSizeLimitFor returns the plugin's /tmp size limit, or the catalog
+// default; nil means unbounded.
+func (c *Catalog) TmpSizeLimitFor(e *Entry) *resource.Quantity {
+	if e.TmpSizeLimit != nil {
+		q := e.TmpSizeLimit.DeepCopy()
+		return &q
+	}
+	if c.Defaults.TmpSizeLimit != nil {
+		q := c.Defaults.TmpSizeLimit.DeepCopy()
+		return &q
+	}
+	return nil
 }
 
 func dedupe(in []string) []string {

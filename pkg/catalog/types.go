@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -42,6 +43,9 @@ type Defaults struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// RepoServer tunes how the repo-server sends repositories to plugins.
 	RepoServer *RepoServer `json:"repoServer,omitempty"`
+	// TmpSizeLimit bounds every sidecar's private /tmp (an emptyDir);
+	// nil leaves it unbounded, as Kubernetes does.
+	TmpSizeLimit *resource.Quantity `json:"tmpSizeLimit,omitempty"`
 	// RepoServerContainer says how the injector recognises Argo CD's
 	// repo-server container. Nil means the defaults below.
 	RepoServerContainer *RepoServerContainer `json:"repoServerContainer,omitempty"`
@@ -104,7 +108,9 @@ type Plugin struct {
 	AllowedImages []string                     `json:"allowedImages,omitempty"`
 	Env           []corev1.EnvVar              `json:"env,omitempty"`
 	Resources     *corev1.ResourceRequirements `json:"resources,omitempty"`
-	Config        ConfigSource                 `json:"config"`
+	// TmpSizeLimit replaces defaults.tmpSizeLimit for this plugin's /tmp.
+	TmpSizeLimit *resource.Quantity `json:"tmpSizeLimit,omitempty"`
+	Config       ConfigSource       `json:"config"`
 }
 
 // ConfigSource says where the sidecar finds plugin.yaml; exactly one field is set.
@@ -145,6 +151,8 @@ type ResolvedDefaults struct {
 	CopyImagePullPolicy corev1.PullPolicy
 	RunAsUser           int64
 	Resources           corev1.ResourceRequirements
+	// TmpSizeLimit is defaults.tmpSizeLimit; nil when unset.
+	TmpSizeLimit *resource.Quantity
 	// RepoServerEnv are the RepoServer settings as env vars, in a fixed order.
 	RepoServerEnv []corev1.EnvVar
 	// RepoServerNames and RepoServerPrograms recognise the repo-server

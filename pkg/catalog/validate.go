@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -60,6 +61,7 @@ func validateDefaults(p *problems, d *Defaults) {
 		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
 	}
 	validateRepoServerContainer(p, d.RepoServerContainer)
+	validSizeLimit(p, "defaults.tmpSizeLimit", d.TmpSizeLimit)
 	if rs := d.RepoServer; rs != nil {
 		if c := rs.CMPChunkSize; c != nil && (*c < 0 || *c > MaxCMPChunkSize) {
 			p.addf("defaults.repoServer.cmpChunkSize", "must be between 0 (the repo-server's default) and %d bytes (got %d)", MaxCMPChunkSize, *c)
@@ -103,6 +105,14 @@ func validateRepoServerContainer(p *problems, rc *RepoServerContainer) {
 	}
 }
 
+// validSizeLimit: an emptyDir sizeLimit of zero or less would make the
+// kubelet evict the pod at its first write to /tmp.
+func validSizeLimit(p *problems, field string, q *resource.Quantity) {
+	if q != nil && q.Sign() <= 0 {
+		p.addf(field, "must be a positive size such as 1Gi (got %s)", q.String())
+	}
+}
+
 func validatePluginName(p *problems, name string) {
 	field := "plugins." + name
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
@@ -126,6 +136,7 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 		p.addf(field+".image", "%v", err)
 	}
 	validPullPolicy(p, field+".imagePullPolicy", pl.ImagePullPolicy)
+	validSizeLimit(p, field+".tmpSizeLimit", pl.TmpSizeLimit)
 	for i, pat := range pl.AllowedImages {
 		if _, err := parseImagePattern(pat); err != nil {
 			p.addf(fmt.Sprintf("%s.allowedImages[%d]", field, i), "%v", err)

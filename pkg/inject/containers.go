@@ -106,10 +106,10 @@ func startupProbe() *corev1.Probe {
 
 // pluginVolumes are the volumes one plugin owns: its /tmp and, unless the image
 // bakes it, its config.
-func pluginVolumes(e *catalog.Entry) []corev1.Volume {
+func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
 	vols := []corev1.Volume{{
 		Name:         tmpVolumeName(e.Name),
-		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: cat.TmpSizeLimitFor(e)}},
 	}}
 	switch {
 	case e.Config.ConfigMap != nil:

@@ -158,7 +158,7 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 		for _, diff := range compareContainer(c, sidecar(cat, e, image, uid, native)) {
 			stale(p, diff.reason, "plugin %s: %s", p, diff.message)
 		}
-		if msg := compareConfigSource(pod, e); msg != "" {
+		if msg := compareConfigSource(pod, cat, e); msg != "" {
 			stale(p, StaleConfigSource, "plugin %s: %s", p, msg)
 		}
 		k := keys.ConfigAnnotationPrefix + p
@@ -337,14 +337,14 @@ func sameProbe(have, want *corev1.Probe) bool {
 
 // compareConfigSource says how the pod's config volume for e differs from the
 // catalog's, "" when it does not.
-func compareConfigSource(pod *corev1.Pod, e *catalog.Entry) string {
+func compareConfigSource(pod *corev1.Pod, cat *catalog.Catalog, e *catalog.Entry) string {
 	var have *corev1.Volume
 	for i := range pod.Spec.Volumes {
 		if pod.Spec.Volumes[i].Name == confVolumeName(e.Name) {
 			have = &pod.Spec.Volumes[i]
 		}
 	}
-	want := configVolume(e)
+	want := configVolume(cat, e)
 	switch {
 	case have == nil && want == nil:
 		return ""
@@ -356,8 +356,8 @@ func compareConfigSource(pod *corev1.Pod, e *catalog.Entry) string {
 	return ""
 }
 
-func configVolume(e *catalog.Entry) *corev1.Volume {
-	for _, v := range pluginVolumes(e) {
+func configVolume(cat *catalog.Catalog, e *catalog.Entry) *corev1.Volume {
+	for _, v := range pluginVolumes(cat, e) {
 		if v.Name == confVolumeName(e.Name) {
 			return &v
 		}

@@ -79,7 +79,7 @@ func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []P
 		}
 	}
 	problems = append(problems, checkAnnotations(pod, cat, &p)...)
-	problems = append(problems, checkCollisions(pod, p.entries)...)
+	problems = append(problems, checkCollisions(pod, cat, p.entries)...)
 	return p, problems
 }
 
@@ -128,7 +128,7 @@ func checkAnnotations(pod *corev1.Pod, cat *catalog.Catalog, p *plan) []Problem 
 
 // checkCollisions refuses to add a container or volume whose name the pod
 // already uses: it is not ours, and we never touch what we do not own.
-func checkCollisions(pod *corev1.Pod, entries []*catalog.Entry) []Problem {
+func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.Entry) []Problem {
 	containers := map[string]bool{}
 	for _, c := range pod.Spec.InitContainers {
 		containers[c.Name] = true
@@ -145,7 +145,7 @@ func checkCollisions(pod *corev1.Pod, entries []*catalog.Entry) []Problem {
 	var wantVols []string
 	for _, e := range entries {
 		want = append(want, sidecarName(e.Name))
-		for _, v := range pluginVolumes(e) {
+		for _, v := range pluginVolumes(cat, e) {
 			wantVols = append(wantVols, v.Name)
 		}
 	}
@@ -194,7 +194,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 		}
 	}
 	for _, e := range p.entries {
-		for _, v := range pluginVolumes(e) {
+		for _, v := range pluginVolumes(cat, e) {
 			vols = append(vols, v)
 			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: v.Name}, v))
 		}

@@ -216,3 +216,43 @@ func TestStartupProbeOnlyOnNativeSidecars(t *testing.T) {
 		}
 	}
 }
+
+// Every repo-server volume can be bounded (argo-helm's
+// repoServer.emptyDir.sizeLimit): the sidecars' private /tmp too, by the
+// catalog's default or the plugin's own limit.
+func TestTmpSizeLimit(t *testing.T) {
+	src := strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, tmpSizeLimit: 1Gi}", 1)
+	src = strings.Replace(src, "    image: kustomize:5\n", "    image: kustomize:5\n    tmpSizeLimit: 256Mi\n", 1)
+	cat, err := catalog.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), "argocd", cat)
+	if r.Decision != Injected {
+		t.Fatal(r.Decision, r.Problems)
+	}
+	want := map[string]string{"cmp-helm-tmp": "1Gi", "cmp-kustomize-tmp": "256Mi"}
+	for _, v := range r.Pod.Spec.Volumes {
+		if w, ok := want[v.Name]; ok {
+			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != w {
+				t.Errorf("volume %s: %+v, want sizeLimit %s", v.Name, v.EmptyDir, w)
+			}
+			delete(want, v.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing volumes %v", want)
+	}
+	checkPatch(t, pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), r)
+	// Unset: unbounded, as before.
+	r = Inject(pod(map[string]string{keys.PluginsAnnotation: "helm"}, nil), "argocd", testCat(t))
+	for _, v := range r.Pod.Spec.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+			t.Errorf("volume %s bounded without a setting", v.Name)
+		}
+	}
+	_, err = catalog.Parse([]byte(strings.Replace(src, "tmpSizeLimit: 256Mi", "tmpSizeLimit: \"0\"", 1)))
+	if err == nil || !strings.Contains(err.Error(), "plugins.kustomize.tmpSizeLimit: must be a positive size") {
+		t.Errorf("a zero limit: %v", err)
+	}
+}
