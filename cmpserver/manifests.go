@@ -17,6 +17,13 @@ import (
 // repo-server to flatten. The decoder holds one document at a time, so memory
 // follows the largest document, not the output; doc is only valid during emit.
 func splitManifestStream(r io.Reader, emit func(doc []byte) error) error {
+	if ra, ok := r.(sizedReaderAt); ok {
+		if done, err := splitJSONValues(ra, emit); done {
+			return err
+		}
+		// The generic path reads from the start.
+		r = io.NewSectionReader(ra, 0, ra.Size())
+	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bufio.NewReaderSize(r, 64<<10), 4096)
 	for {
 		var raw json.RawMessage
