@@ -1,9 +1,12 @@
 package injector
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +90,42 @@ func TestReviewsAnsweredThroughConnectionFlood(t *testing.T) {
 				t.Errorf("%v connections open, more than the cap of %d", got, m)
 			}
 		})
+	}
+}
+
+// The API server's connection is kept once it has sent a review over HTTP/2
+// too (kube-apiserver speaks it to a webhook at a localhost URL): connections
+// that send none are evicted around it, and it carries the next review.
+func TestHTTP2ReviewConnectionIsKept(t *testing.T) {
+	ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) { c.MaxConnections, c.MaxConnectionsPerIP = 2, 2 })
+	c := h2Client(ts)
+	defer c.CloseIdleConnections()
+	review := func(uid string) bool {
+		reused := false
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, ts.webhookURL+"/mutate", bytes.NewReader(podReview(uid, "argocd", []byte(testPod), false)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %d", resp.Proto, resp.StatusCode)
+		}
+		return reused
+	}
+	review("first")
+	// Three connections that send nothing: with one slot left, each takes it
+	// from the one before.
+	f := servingtest.StartFlood(t, strings.TrimPrefix(ts.webhookURL, "https://"), servingtest.FloodOptions{Workers: 3, Sources: 1})
+	for deadline := time.Now().Add(10 * time.Second); f.Dialed() < 3 || ts.samples(t).Sum("cmp_injector_webhook_connections_dropped_total", "reason=evicted") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("flood did not settle: %v evictions, want 2 (%v connections dropped in all)", ts.samples(t).Sum("cmp_injector_webhook_connections_dropped_total", "reason=evicted"), ts.samples(t).Sum("cmp_injector_webhook_connections_dropped_total"))
+		}
+	}
+	if !review("second") {
+		t.Error("the review's HTTP/2 connection was not kept: the second review needed a new one")
 	}
 }
