@@ -141,7 +141,9 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 			r.RepoServerPrograms = *rc.Programs
 		}
 	}
-	if d.RunAsUser != nil {
+	if d.RunAsUserPolicy == RunAsUserAssigned {
+		r.RunAsUser = 0
+	} else if d.RunAsUser != nil {
 		r.RunAsUser = *d.RunAsUser
 	}
 	r.TmpSizeLimit = d.TmpSizeLimit

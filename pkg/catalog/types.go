@@ -39,8 +39,12 @@ type Defaults struct {
 	CopyImagePullPolicy corev1.PullPolicy `json:"copyImagePullPolicy,omitempty"`
 	// RunAsUser is the sidecar UID when neither the repo-server container nor the
 	// pod sets one. Nil means 999.
-	RunAsUser *int64                       `json:"runAsUser,omitempty"`
-	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+	// RunAsUserPolicy is RunAsUserFixed (empty means it) or
+	// RunAsUserAssigned: with Assigned, a sidecar whose repo-server and pod
+	// set no UID gets none either, and the platform assigns one.
+	RunAsUserPolicy string                       `json:"runAsUserPolicy,omitempty"`
+	Resources       *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// RepoServer tunes how the repo-server sends repositories to plugins.
 	RepoServer *RepoServer `json:"repoServer,omitempty"`
 	// TmpSizeLimit bounds every sidecar's private /tmp (an emptyDir);
@@ -63,6 +67,15 @@ type RepoServerContainer struct {
 	// Programs are executable base names. Nil means DefaultRepoServerPrograms.
 	Programs *[]string `json:"programs,omitempty"`
 }
+
+// RunAsUser policies. Fixed falls back to runAsUser (999, the UID of Argo
+// CD's image); Assigned falls back to nothing: OpenShift's restricted-v2 SCC
+// refuses a fixed UID outside the namespace's range, which differs per
+// namespace, and assigns one itself to every container that sets none.
+const (
+	RunAsUserFixed    = "Fixed"
+	RunAsUserAssigned = "Assigned"
+)
 
 // DefaultRepoServerContainerNames are the names the install paths give the
 // repo-server container: Argo CD's manifests and the operator use
@@ -149,8 +162,10 @@ type ResolvedDefaults struct {
 	NativeSidecars      bool
 	CopyImage           string
 	CopyImagePullPolicy corev1.PullPolicy
-	RunAsUser           int64
-	Resources           corev1.ResourceRequirements
+	// RunAsUser is the fallback sidecar UID; 0 under RunAsUserAssigned:
+	// set none.
+	RunAsUser int64
+	Resources corev1.ResourceRequirements
 	// TmpSizeLimit is defaults.tmpSizeLimit; nil when unset.
 	TmpSizeLimit *resource.Quantity
 	// RepoServerEnv are the RepoServer settings as env vars, in a fixed order.

@@ -60,6 +60,15 @@ func validateDefaults(p *problems, d *Defaults) {
 	if d.RunAsUser != nil && *d.RunAsUser <= 0 {
 		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
 	}
+	switch d.RunAsUserPolicy {
+	case "", RunAsUserFixed:
+	case RunAsUserAssigned:
+		if d.RunAsUser != nil {
+			p.addf("defaults.runAsUser", "must not be set with runAsUserPolicy %s, which never sets a fixed UID (got %d)", RunAsUserAssigned, *d.RunAsUser)
+		}
+	default:
+		p.addf("defaults.runAsUserPolicy", "must be %s or %s (got %q)", RunAsUserFixed, RunAsUserAssigned, d.RunAsUserPolicy)
+	}
 	validateRepoServerContainer(p, d.RepoServerContainer)
 	validSizeLimit(p, "defaults.tmpSizeLimit", d.TmpSizeLimit)
 	if rs := d.RepoServer; rs != nil {

@@ -30,11 +30,16 @@ func tmpVolumeName(plugin string) string  { return keys.SidecarPrefix + plugin +
 func confVolumeName(plugin string) string { return keys.SidecarPrefix + plugin + "-config" }
 
 // restricted is the Pod Security "restricted" profile plus a read-only root:
-// plugins write only to their private /tmp.
+// plugins write only to their private /tmp. uid 0 sets no UID (the catalog's
+// Assigned policy): the platform assigns one, and runAsNonRoot still holds.
 func restricted(uid int64) *corev1.SecurityContext {
 	yes, no := true, false
+	var runAs *int64
+	if uid > 0 {
+		runAs = &uid
+	}
 	return &corev1.SecurityContext{
-		RunAsUser:                &uid,
+		RunAsUser:                runAs,
 		RunAsNonRoot:             &yes,
 		AllowPrivilegeEscalation: &no,
 		ReadOnlyRootFilesystem:   &yes,

@@ -344,8 +344,9 @@ func hasMountPath(c corev1.Container, p string) bool {
 
 // sidecarUID follows the repo-server: the socket is only writable by the UID
 // that created it, so the sidecar runs as the repo-server container's
-// runAsUser, else the pod's, else the catalog default (999). Root is never
-// inherited.
+// runAsUser, else the pod's, else the catalog default (999; 0, meaning none,
+// under the Assigned policy, where the platform gives every container of the
+// pod the namespace's UID). Root is never inherited.
 func sidecarUID(pod *corev1.Pod, cat *catalog.Catalog) int64 {
 	if i := repoServerIndex(pod, cat); i >= 0 {
 		if sc := pod.Spec.Containers[i].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {

@@ -256,3 +256,39 @@ func TestTmpSizeLimit(t *testing.T) {
 		t.Errorf("a zero limit: %v", err)
 	}
 }
+
+// OpenShift's restricted-v2 SCC: with runAsUserPolicy Assigned no fixed UID is
+// ever written; the sidecars take the repo-server's (the SCC's preassigned
+// one) when it has one, and none when nothing in the pod sets one.
+func TestRunAsUserAssigned(t *testing.T) {
+	src := strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, runAsUserPolicy: Assigned}", 1)
+	cat, err := catalog.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uidOf := func(c corev1.Container) string { return uidText(c.SecurityContext) }
+	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm"}, nil), "argocd", cat)
+	for _, c := range r.Pod.Spec.InitContainers {
+		if c.SecurityContext.RunAsUser != nil || !*c.SecurityContext.RunAsNonRoot {
+			t.Errorf("%s: runAsUser %s, runAsNonRoot %v: want none and true", c.Name, uidOf(c), *c.SecurityContext.RunAsNonRoot)
+		}
+	}
+	preassigned := int64(1000680000)
+	r = Inject(pod(map[string]string{keys.PluginsAnnotation: "helm"}, func(p *corev1.Pod) {
+		p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsUser: &preassigned}
+	}), "argocd", cat)
+	for _, c := range r.Pod.Spec.InitContainers {
+		if uidOf(c) != "1000680000" {
+			t.Errorf("%s: runAsUser %s, want the repo-server's 1000680000", c.Name, uidOf(c))
+		}
+	}
+	for bad, want := range map[string]string{
+		"runAsUserPolicy: Assigned, runAsUser: 999": "defaults.runAsUser: must not be set with runAsUserPolicy Assigned",
+		"runAsUserPolicy: assigned":                 `defaults.runAsUserPolicy: must be Fixed or Assigned (got "assigned")`,
+	} {
+		_, err := catalog.Parse([]byte(strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, "+bad+"}", 1)))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", bad, err, want)
+		}
+	}
+}
