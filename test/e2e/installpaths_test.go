@@ -114,3 +114,66 @@ func TestInstallPathWorkloads(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenShiftAssignedUIDs: with the catalog's runAsUserPolicy Assigned, a
+// pod whose containers carry an SCC-style preassigned UID gets sidecars and a
+// copy container running as that UID, and a pod that sets none gets injected
+// containers that set none either, as the real API server stores them.
+func TestOpenShiftAssignedUIDs(t *testing.T) {
+	var cat map[string]any
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm"}}), &cat); err != nil {
+		t.Fatal(err)
+	}
+	defaults := cat["defaults"].(map[string]any)
+	delete(defaults, "runAsUser")
+	defaults["runAsUserPolicy"] = "Assigned"
+	b, err := yaml.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startInjector(t, b)
+	ns := newNamespace(t, "scc", enabledNS)
+	waitActive(t, ns)
+	admin := env.cp.Client()
+
+	preassigned := int64(1000680000)
+	for _, tc := range []struct {
+		name string
+		uid  *int64
+		want string
+	}{
+		{"preassigned", &preassigned, "1000680000"},
+		{"none-set", nil, "unset"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := loadPod(t, "repo-server-pod.yaml")
+			pod.Name = "scc-" + tc.name
+			for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+				for i := range list {
+					list[i].SecurityContext.RunAsUser = tc.uid
+				}
+			}
+			stored, err := admin.CreatePod(ns, pod, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := status(t, stored)
+			owned := map[string]bool{}
+			for _, n := range append(st.InitContainers, st.Containers...) {
+				owned[n] = true
+			}
+			for _, c := range append(stored.Spec.InitContainers, stored.Spec.Containers...) {
+				if !owned[c.Name] {
+					continue
+				}
+				got := "unset"
+				if c.SecurityContext.RunAsUser != nil {
+					got = fmt.Sprint(*c.SecurityContext.RunAsUser)
+				}
+				if got != tc.want || c.SecurityContext.RunAsNonRoot == nil || !*c.SecurityContext.RunAsNonRoot {
+					t.Errorf("%s: runAsUser %s, runAsNonRoot %v; want %s and true", c.Name, got, c.SecurityContext.RunAsNonRoot, tc.want)
+				}
+			}
+		})
+	}
+}
