@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/cmp-injector/cmp-injector/injector/reconcile"
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -440,19 +441,20 @@ func (d *doctor) checkSidecars(g *checkGroup, pod *corev1.Pod, pr *podReport, st
 	}
 }
 
-// restartHint names the command that replaces the pod.
+// restartHint names the command that replaces the pod: a rollout restart of
+// its workload only when the cluster proves that workload owns the pod (the
+// reconciler's proof: a pod may name any ReplicaSet as its controller, and a
+// hint to restart someone else's Deployment is how an admin would be led to
+// do it), else deleting the pod, with the reason.
 func (d *doctor) restartHint(ctx context.Context, pod *corev1.Pod) string {
-	ref := metav1.GetControllerOf(pod)
-	if ref != nil && ref.Kind == "ReplicaSet" {
-		rs, err := d.client.AppsV1().ReplicaSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err == nil {
-			if dep := metav1.GetControllerOf(rs); dep != nil && dep.Kind == "Deployment" {
-				return "kubectl -n " + pod.Namespace + " rollout restart deployment/" + dep.Name
-			}
-		}
-	}
-	if ref != nil && ref.Kind == "StatefulSet" {
-		return "kubectl -n " + pod.Namespace + " rollout restart statefulset/" + ref.Name
+	owner, err := reconcile.ProveOwner(ctx, d.client, pod)
+	switch {
+	case err == nil && owner.Ref != nil:
+		return "kubectl -n " + pod.Namespace + " rollout restart " + strings.ToLower(owner.Ref.Kind) + "/" + owner.Ref.Name
+	case err != nil:
+		return "kubectl -n " + pod.Namespace + " delete pod " + pod.Name + " (its owner cannot be read: " + err.Error() + ")"
+	case owner.Reason != "":
+		return "kubectl -n " + pod.Namespace + " delete pod " + pod.Name + " (its owner is not proven: " + owner.Reason + ")"
 	}
 	return "kubectl -n " + pod.Namespace + " delete pod " + pod.Name
 }

@@ -15,57 +15,63 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// owner is what an admin restarts: the Deployment of the pod's ReplicaSet,
-// else the pod's own controller (a StatefulSet, a bare ReplicaSet), else nil.
-func (r *Reconciler) owner(ctx context.Context, pod *corev1.Pod) *corev1.ObjectReference {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil {
-		return nil
-	}
-	out := &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: pod.Namespace}
-	if ref.Kind != "ReplicaSet" {
-		return out
-	}
-	rs, err := r.opts.Client.AppsV1().ReplicaSets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		r.log.Warn("cannot read the pod's ReplicaSet; reporting on it instead of its Deployment", zap.String("replicaSet", ref.Name), zap.Error(err))
-		return out
-	}
-	if dep := metav1.GetControllerOf(rs); dep != nil && dep.Kind == "Deployment" {
-		return &corev1.ObjectReference{APIVersion: dep.APIVersion, Kind: dep.Kind, Name: dep.Name, UID: dep.UID, Namespace: pod.Namespace}
-	}
-	return out
-}
-
 // rollout restarts the Deployment owning a stale pod when the admin chose
 // rollout: auto, by writing the catalog revision into its pod template's
 // annotations (what `kubectl rollout restart` does with a timestamp). The
 // value makes it idempotent: every stale pod of the Deployment asks for the
-// same restart, and a restart already asked for is not asked again.
+// same restart, and a restart already asked for is not asked again. The
+// Deployment must be proven to own the pod (ProveOwner); otherwise nothing
+// is restarted and the pod, not any workload, gets a Warning Event.
 func (r *Reconciler) rollout(ctx context.Context, pod *corev1.Pod, d *inject.Drift, cat *catalog.Catalog) error {
 	if r.opts.Rollout != RolloutAuto || len(d.Stale) == 0 {
 		return nil
 	}
-	owner := r.owner(ctx, pod)
-	if owner == nil || owner.Kind != "Deployment" {
+	if metav1.GetControllerOf(pod) == nil {
+		return nil // a bare pod: nothing to restart it but the admin
+	}
+	owner, err := ProveOwner(ctx, r.opts.Client, pod)
+	if err != nil {
+		return err
+	}
+	if owner.Deployment == nil {
+		reason := owner.Reason
+		if reason == "" {
+			reason = "its owner is not a Deployment"
+		}
+		r.ownerUnproven(pod, reason)
 		return nil
 	}
-	dep, err := r.opts.Client.AppsV1().Deployments(pod.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading Deployment %s for the rollout: %w", owner.Name, err)
-	}
+	dep := owner.Deployment
 	if dep.Spec.Template.Annotations[keys.RolloutAnnotation] == cat.Revision {
 		return nil
 	}
 	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 		"annotations": map[string]string{keys.RolloutAnnotation: cat.Revision}}}}})
-	if _, err := r.opts.Client.AppsV1().Deployments(pod.Namespace).Patch(ctx, owner.Name, types.StrategicMergePatchType, body,
+	if _, err := r.opts.Client.AppsV1().Deployments(pod.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, body,
 		metav1.PatchOptions{FieldManager: "cmp-injector"}); err != nil {
-		return fmt.Errorf("restarting Deployment %s: %w", owner.Name, err)
+		return fmt.Errorf("restarting Deployment %s: %w", dep.Name, err)
 	}
 	r.metrics.rollouts.Inc()
-	r.log.Info("rolled out stale pods", zap.String("deployment", pod.Namespace+"/"+owner.Name), zap.String("revision", cat.Revision))
-	r.recorder.Event(owner, corev1.EventTypeNormal, EventRollout, fmt.Sprintf(
+	r.log.Info("rolled out stale pods", zap.String("deployment", pod.Namespace+"/"+dep.Name), zap.String("revision", cat.Revision))
+	r.recorder.Event(owner.Ref, corev1.EventTypeNormal, EventRollout, fmt.Sprintf(
 		"restarting to apply catalog revision %s (rollout: auto): %s", cat.Revision, d.StaleMessage()))
 	return nil
+}
+
+// ownerUnproven reports, once per pod and reason, that a stale pod's owner
+// could not be proven and nothing is restarted. The Event is on the pod: the
+// workload it claims may be someone else's.
+func (r *Reconciler) ownerUnproven(pod *corev1.Pod, reason string) {
+	key := pod.Namespace + "/" + pod.Name
+	r.mu.Lock()
+	seen := r.unproven[key] == reason
+	r.unproven[key] = reason
+	r.mu.Unlock()
+	if seen {
+		return
+	}
+	r.metrics.ownerUnproven.Inc()
+	r.log.Warn("stale pod: its owner could not be proven, nothing is restarted", zap.String("pod", key), zap.String("reason", reason))
+	r.recorder.Event(pod, corev1.EventTypeWarning, EventOwnerUnproven,
+		"stale, but not restarted (rollout: auto): ownership could not be proven: "+reason)
 }

@@ -3,6 +3,12 @@
 // kubelet re-projects it and the sidecar reloads it), anything a running pod
 // cannot take makes it stale, which Events, a metric and the status annotation
 // say. One replica acts at a time, chosen through a Lease.
+//
+// What it guarantees, and what it trusts: it caches only pods in enabled
+// namespaces and only what it reads of them (scope.go); it restarts or names
+// a workload only when the cluster proves the workload owns the pod
+// (ownership.go); and it backs off from pods another release's reconciler
+// patched (conflict.go).
 package reconcile
 
 import (
@@ -18,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,7 +31,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -50,6 +54,9 @@ const (
 	EventConfigUpdated = "PluginConfigUpdated"
 	EventStale         = "StalePlugins"
 	EventRollout       = "PluginRollout"
+	// EventOwnerUnproven is a Warning on the pod: it is stale, rollout is
+	// auto, and its owner could not be proven, so nothing is restarted.
+	EventOwnerUnproven = "OwnerUnproven"
 )
 
 // Options configure a Reconciler.
@@ -67,7 +74,10 @@ type Options struct {
 	// NamespaceSelector picks the namespaces to look after: the webhook's
 	// namespaceSelector, as a label selector (default: the enabled label).
 	NamespaceSelector string
-	Log               *zap.Logger
+	// ConflictBackoff is the first wait before taking back a pod another
+	// release's reconciler patched; each later one doubles (default 10s).
+	ConflictBackoff time.Duration
+	Log             *zap.Logger
 	// Registerer takes the reconciler's metrics.
 	Registerer prometheus.Registerer
 }
@@ -79,16 +89,27 @@ type Reconciler struct {
 	metrics  *metrics
 	recorder record.EventRecorder
 
+	// self names this release in the pods it patches (the Lease's
+	// namespace/name: every replica of a release shares it, two releases
+	// never do).
+	self string
+	// nsSelector picks the enabled namespaces.
+	nsSelector labels.Selector
+
 	// leading is held by lead for its whole run: a new term starts only
 	// once the previous one has stopped its workers.
 	leading sync.Mutex
 	mu      sync.Mutex
-	// queue, pods and namespaces exist while this replica leads.
-	queue      workqueue.TypedRateLimitingInterface[string]
-	pods       corelisters.PodLister
-	namespaces corelisters.NamespaceLister
+	// queue and scope exist while this replica leads.
+	queue workqueue.TypedRateLimitingInterface[string]
+	scope *podScope
 	// stale is what each pod (namespace/name) lacks, for the gauge.
 	stale map[string][]inject.Difference
+	// conflicts is each pod's backoff from another release; unproven is the
+	// reason last reported for a pod whose owner could not be proven, so it
+	// is reported once per reason, not on every event of the pod.
+	conflicts *conflicts
+	unproven  map[string]string
 }
 
 // New checks the options and registers the metrics.
@@ -124,31 +145,43 @@ func New(o Options) (*Reconciler, error) {
 	if o.NamespaceSelector == "" {
 		o.NamespaceSelector = keys.NamespaceEnabledLabel + "=" + keys.EnabledValue
 	}
-	if _, err := labels.Parse(o.NamespaceSelector); err != nil {
+	sel, err := labels.Parse(o.NamespaceSelector)
+	if err != nil {
 		return nil, fmt.Errorf("reconcile: namespace selector: %w", err)
 	}
-	m, err := newMetrics(o.Registerer)
-	if err != nil {
+	if o.ConflictBackoff <= 0 {
+		o.ConflictBackoff = defaultConflictBackoff
+	}
+	r := &Reconciler{opts: o, log: o.Log.Named("reconcile"), self: o.LeaseNamespace + "/" + o.LeaseName, nsSelector: sel,
+		stale: map[string][]inject.Difference{}, conflicts: newConflicts(o.ConflictBackoff, maxConflictBackoff), unproven: map[string]string{}}
+	if r.metrics, err = newMetrics(o.Registerer, r.cached); err != nil {
 		return nil, err
 	}
-	return &Reconciler{opts: o, log: o.Log.Named("reconcile"), metrics: m, stale: map[string][]inject.Difference{}}, nil
+	return r, nil
+}
+
+// cached is how many namespaces are watched and pods cached now.
+func (r *Reconciler) cached() (namespaces, pods int) {
+	r.mu.Lock()
+	s := r.scope
+	r.mu.Unlock()
+	if s == nil {
+		return 0, 0
+	}
+	return s.counts()
 }
 
 // CatalogChanged re-checks every injected pod; the server calls it when a new
 // catalog is loaded.
 func (r *Reconciler) CatalogChanged() {
 	r.mu.Lock()
-	q, pods := r.queue, r.pods
+	q, s := r.queue, r.scope
 	r.mu.Unlock()
 	if q == nil {
 		return
 	}
-	all, err := pods.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, p := range all {
-		q.Add(p.Namespace + "/" + p.Name)
+	for _, key := range s.keys() {
+		q.Add(key)
 	}
 }
 
@@ -160,65 +193,11 @@ func (r *Reconciler) lead(ctx context.Context) {
 	r.log.Info("leading: reconciling injected pods", zap.String("identity", r.opts.Identity), zap.String("rollout", r.opts.Rollout))
 	r.metrics.leader.Set(1)
 	defer r.metrics.leader.Set(0)
-
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.opts.Client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	r.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cmp-injector"})
-
-	// Only pods that opted in and namespaces that are enabled are cached:
-	// the informers hold the injected repo-server pods, not the cluster.
-	podFactory := informers.NewSharedInformerFactoryWithOptions(r.opts.Client, r.opts.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = keys.InjectLabel + "=" + keys.EnabledValue }))
-	nsFactory := informers.NewSharedInformerFactoryWithOptions(r.opts.Client, r.opts.Resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = r.opts.NamespaceSelector }))
-	podInformer := podFactory.Core().V1().Pods()
-	nsInformer := nsFactory.Core().V1().Namespaces()
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cmp-injector-pods"})
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
-		}
-	}
-	_, _ = podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue,
-	})
-	// A namespace enabled (again) re-checks its pods.
-	_, _ = nsInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			ns, ok := obj.(*corev1.Namespace)
-			if !ok {
-				return
-			}
-			pods, _ := podInformer.Lister().Pods(ns.Name).List(labels.Everything())
-			for _, p := range pods {
-				queue.Add(p.Namespace + "/" + p.Name)
-			}
-		},
-	})
-	podFactory.Start(ctx.Done())
-	nsFactory.Start(ctx.Done())
-	defer podFactory.Shutdown()
-	defer nsFactory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced, nsInformer.Informer().HasSynced) {
-		queue.ShutDown()
+	queue, end, ok := r.startTerm(ctx)
+	if !ok {
+		end()
 		return
 	}
-	r.mu.Lock()
-	r.queue, r.pods, r.namespaces = queue, podInformer.Lister(), nsInformer.Lister()
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.queue, r.pods, r.namespaces = nil, nil, nil
-		r.stale = map[string][]inject.Difference{}
-		r.mu.Unlock()
-		// A follower reports no stale pods: summing over replicas counts each
-		// pod once.
-		r.metrics.stalePods.Reset()
-	}()
-	r.CatalogChanged()
-
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
@@ -231,7 +210,111 @@ func (r *Reconciler) lead(ctx context.Context) {
 	<-ctx.Done()
 	queue.ShutDown()
 	wg.Wait()
+	end()
 	r.log.Info("stopped leading")
+}
+
+// startTerm starts what a leader needs, the Event recorder, the namespace
+// informer and through it the pod informers, and returns the queue of pods to
+// reconcile once the namespaces are listed; end stops it all. ok is false
+// when ctx ended first.
+func (r *Reconciler) startTerm(ctx context.Context) (_ workqueue.TypedRateLimitingInterface[string], end func(), ok bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.opts.Client.CoreV1().Events("")})
+	r.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cmp-injector"})
+
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "cmp-injector-pods"})
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			queue.Add(key)
+		}
+	}
+	scope := newPodScope(ctx, r.opts.Client, r.opts.Resync, cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue,
+	})
+	// Only namespaces the selector picks are listed and watched; the
+	// selector is checked here too, since a namespace that stops matching
+	// reaches a watch as a deletion but may reach a resync as an update.
+	nsFactory := informers.NewSharedInformerFactoryWithOptions(r.opts.Client, r.opts.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = r.opts.NamespaceSelector }),
+		informers.WithTransform(stripNamespace))
+	nsInformer := nsFactory.Core().V1().Namespaces().Informer()
+	onNamespace := func(obj any) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok {
+			return
+		}
+		if r.nsSelector.Matches(labels.Set(ns.Labels)) {
+			scope.watch(ns.Name)
+			return
+		}
+		r.dropNamespace(scope, ns.Name)
+	}
+	_, _ = nsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    onNamespace,
+		UpdateFunc: func(_, n any) { onNamespace(n) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if ns, ok := obj.(*corev1.Namespace); ok {
+				r.dropNamespace(scope, ns.Name)
+			}
+		},
+	})
+	nsFactory.Start(ctx.Done())
+	end = func() {
+		cancel()
+		queue.ShutDown()
+		nsFactory.Shutdown()
+		scope.stop()
+		broadcaster.Shutdown()
+		r.mu.Lock()
+		r.queue, r.scope = nil, nil
+		r.stale = map[string][]inject.Difference{}
+		r.unproven = map[string]string{}
+		r.mu.Unlock()
+		r.conflicts.reset()
+		// A follower reports no stale pods: summing over replicas counts each
+		// pod once.
+		r.metrics.stalePods.Reset()
+	}
+	r.mu.Lock()
+	r.scope = scope
+	r.mu.Unlock()
+	if !cache.WaitForCacheSync(ctx.Done(), nsInformer.HasSynced) {
+		return nil, end, false
+	}
+	r.mu.Lock()
+	r.queue = queue
+	r.mu.Unlock()
+	r.CatalogChanged()
+	return queue, end, true
+}
+
+// dropNamespace stops watching a namespace that is no longer enabled (or
+// gone) and forgets what its pods were.
+func (r *Reconciler) dropNamespace(scope *podScope, ns string) {
+	if !scope.forget(ns) {
+		return
+	}
+	r.mu.Lock()
+	for key := range r.stale {
+		if inNamespace(key, ns) {
+			delete(r.stale, key)
+		}
+	}
+	for key := range r.unproven {
+		if inNamespace(key, ns) {
+			delete(r.unproven, key)
+		}
+	}
+	r.publishStaleLocked()
+	r.mu.Unlock()
+	r.conflicts.forgetNamespace(ns)
+	r.log.Info("namespace no longer enabled: its pods are not looked after", zap.String("namespace", ns))
 }
 
 // next handles one queued pod; false once the queue is shut down.
@@ -241,7 +324,14 @@ func (r *Reconciler) next(ctx context.Context, q workqueue.TypedRateLimitingInte
 		return false
 	}
 	defer q.Done(key)
-	if err := r.reconcile(ctx, key); err != nil {
+	err := r.reconcile(ctx, key)
+	var wait *backoffError
+	if errors.As(err, &wait) {
+		q.Forget(key)
+		q.AddAfter(key, wait.after)
+		return true
+	}
+	if err != nil {
 		r.log.Warn("reconcile failed; retrying", zap.String("pod", key), zap.Error(err))
 		q.AddRateLimited(key)
 		return true
@@ -257,27 +347,21 @@ func (r *Reconciler) reconcile(ctx context.Context, key string) error {
 		return nil
 	}
 	r.mu.Lock()
-	pods, namespaces := r.pods, r.namespaces
+	scope := r.scope
 	r.mu.Unlock()
-	if pods == nil {
+	if scope == nil {
 		return nil
 	}
-	pod, err := pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		r.setStale(key, nil)
+	// Only pods of enabled namespaces are cached: a pod that is not is gone,
+	// or in a namespace that is not (or no longer) one the injector injects in.
+	pod, ok := scope.get(ns, name)
+	if !ok {
+		r.forget(key)
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	// Never touch a pod the injector did not inject, one on its way out, or
-	// one in a namespace that is not (or no longer) one it injects in.
+	// Never touch a pod the injector did not inject or one on its way out.
 	if _, ok := pod.Annotations[keys.StatusAnnotation]; !ok || pod.DeletionTimestamp != nil {
-		r.setStale(key, nil)
-		return nil
-	}
-	if _, err := namespaces.Get(ns); err != nil {
-		r.setStale(key, nil)
+		r.forget(key)
 		return nil
 	}
 	cat := r.opts.Catalog()
@@ -292,15 +376,38 @@ func (r *Reconciler) reconcile(ctx context.Context, key string) error {
 	}
 	r.setStale(key, d.Stale)
 	patch := d.Patch(pod)
+	// Another release's mark matters only when this one would act on the
+	// pod: patch it, or (rollout: auto) restart its Deployment.
+	wouldAct := patch != nil || (r.opts.Rollout == RolloutAuto && len(d.Stale) > 0)
+	if other := otherWriter(pod, r.self); other != "" && wouldAct {
+		if wait, started := r.conflicts.hold(key, time.Now()); wait > 0 {
+			if started {
+				r.metrics.conflicts.Inc()
+				msg := fmt.Sprintf("last patched by the reconciler of release %s, whose catalog differs from this one's (revision %s); "+
+					"leaving the pod to it for %s instead of patching it back. Two cmp-injector releases look after this namespace: "+
+					"narrow their namespace selectors so that one does", other, cat.Revision, wait)
+				r.log.Warn("another release's reconciler patched this pod; backing off", zap.String("pod", key),
+					zap.String("release", other), zap.String("self", r.self), zap.Duration("wait", wait))
+				r.recorder.Event(pod, corev1.EventTypeWarning, EventConflict, msg)
+			}
+			return &backoffError{after: wait}
+		}
+		// Waited long enough: take the pod back (and mark it ours, below).
+		// The other release, if it runs, now waits twice as long as before.
+		if patch == nil {
+			patch = map[string]string{}
+		}
+	}
 	if patch == nil {
 		return r.rollout(ctx, pod, d, cat)
 	}
+	patch[keys.ReconcilerAnnotation] = r.self
 	if err := r.patchPod(ctx, pod, patch); err != nil {
 		r.metrics.patches.WithLabelValues("error").Inc()
 		return err
 	}
 	r.metrics.patches.WithLabelValues("success").Inc()
-	r.report(pod, d, cat)
+	r.report(ctx, pod, d, cat)
 	return r.rollout(ctx, pod, d, cat)
 }
 
@@ -319,7 +426,7 @@ func (r *Reconciler) patchPod(ctx context.Context, pod *corev1.Pod, ann map[stri
 }
 
 // report logs and sends Events for what the patch changed.
-func (r *Reconciler) report(pod *corev1.Pod, d *inject.Drift, cat *catalog.Catalog) {
+func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, d *inject.Drift, cat *catalog.Catalog) {
 	key := pod.Namespace + "/" + pod.Name
 	if len(d.Live) > 0 {
 		names := slices.Sorted(maps.Keys(d.Live))
@@ -335,9 +442,27 @@ func (r *Reconciler) report(pod *corev1.Pod, d *inject.Drift, cat *catalog.Catal
 	msg := fmt.Sprintf("not current with catalog revision %s until restarted: %s", cat.Revision, d.StaleMessage())
 	r.log.Warn("injected pod is stale", zap.String("pod", key), zap.String("revision", cat.Revision), zap.String("differences", d.StaleMessage()))
 	r.recorder.Event(pod, corev1.EventTypeWarning, EventStale, msg)
-	if owner := r.owner(context.Background(), pod); owner != nil {
-		r.recorder.Event(owner, corev1.EventTypeWarning, EventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg))
+	// The workload hears of it only when it is proven to own the pod: an
+	// Event on someone else's Deployment is what the pod's word alone could
+	// otherwise produce.
+	owner, err := ProveOwner(ctx, r.opts.Client, pod)
+	switch {
+	case err != nil:
+		r.log.Warn("cannot read the stale pod's owner; the Event is on the pod only", zap.String("pod", key), zap.Error(err))
+	case owner.Ref != nil:
+		r.recorder.Event(owner.Ref, corev1.EventTypeWarning, EventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg))
+	case owner.Reason != "":
+		r.log.Info("the stale pod's owner is not proven; the Event is on the pod only", zap.String("pod", key), zap.String("reason", owner.Reason))
 	}
+}
+
+// forget drops what is known of a pod that is gone or no longer looked after.
+func (r *Reconciler) forget(key string) {
+	r.setStale(key, nil)
+	r.conflicts.forget(key)
+	r.mu.Lock()
+	delete(r.unproven, key)
+	r.mu.Unlock()
 }
 
 // setStale records a pod's stale differences (nil: none) and recomputes the
@@ -350,6 +475,11 @@ func (r *Reconciler) setStale(key string, diffs []inject.Difference) {
 	} else {
 		r.stale[key] = diffs
 	}
+	r.publishStaleLocked()
+}
+
+// publishStaleLocked sets the gauge from r.stale; r.mu is held.
+func (r *Reconciler) publishStaleLocked() {
 	counts := map[[2]string]int{}
 	for _, ds := range r.stale {
 		seen := map[[2]string]bool{}

@@ -93,6 +93,20 @@ const (
 	// pod template of a Deployment whose pods are stale: the catalog revision
 	// they are restarted for.
 	RolloutAnnotation = "cmp-injector.io/rollout-revision"
+	// ReconcilerAnnotation is written by the reconciler with every patch of a
+	// pod: the release whose reconciler wrote it (<lease namespace>/<lease
+	// name>), so that two releases with different catalogs notice each other
+	// and back off instead of rewriting each other's patches.
+	ReconcilerAnnotation = "cmp-injector.io/reconciled-by"
+)
+
+// Names the Kubernetes Deployment controller writes, which the reconciler
+// reads to prove that a Deployment owns a pod.
+const (
+	// DeploymentRevisionAnnotation is the rollout revision, on a Deployment
+	// and on each of its ReplicaSets; the newest ReplicaSet carries the
+	// Deployment's.
+	DeploymentRevisionAnnotation = "deployment.kubernetes.io/revision"
 )
 
 // More environment variables shared with Argo CD's plugin server.

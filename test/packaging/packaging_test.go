@@ -396,7 +396,7 @@ func TestReconcilerRBAC(t *testing.T) {
 		return spec["automountServiceAccountToken"], fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["args"])
 	}
 	cluster, lease, dep := rules()
-	want := "[] [pods] [list watch patch]; [] [namespaces] [list watch]; [] [events] [create patch]; [apps] [replicasets] [get]"
+	want := "[] [pods] [list watch patch]; [] [namespaces] [list watch]; [] [events] [create patch]; [apps] [replicasets deployments statefulsets] [get]"
 	if got := strings.Join(cluster, "; "); got != want {
 		t.Errorf("ClusterRole rules %s, want %s", got, want)
 	}
@@ -407,7 +407,7 @@ func TestReconcilerRBAC(t *testing.T) {
 		t.Errorf("reconciler on: automount %v, args %s", auto, args)
 	}
 	cluster, _, _ = rules("--set", "reconciler.rollout=auto")
-	if got := strings.Join(cluster, "; "); got != want+"; [apps] [deployments] [get patch]" {
+	if got := strings.Join(cluster, "; "); got != want+"; [apps] [deployments] [patch]" {
 		t.Errorf("rollout auto: ClusterRole rules %s", got)
 	}
 	cluster, lease, dep = rules("--set", "reconciler.enabled=false")

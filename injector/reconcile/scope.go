@@ -1,0 +1,200 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// The reconciler used to cache every pod labelled cmp-injector.io/inject=true
+// in the cluster, whole. Anyone who may create a pod somewhere may set that
+// label, so an attack run created 1,000 such pods with a 250 KiB annotation
+// each in namespaces that are not enabled: the leader grew from 53 to 490 MB,
+// and in a 256 MiB container every replica was OOM-killed in turn as it took
+// the Lease. Now the API server does the filtering: one pod informer per
+// enabled namespace (the namespaces themselves are watched by the enabled
+// label), started and stopped as namespaces are enabled and disabled, so pods
+// elsewhere never reach this process; and what is cached of a pod is only
+// what the reconciler reads (stripPod), so a large foreign annotation on a
+// pod in an enabled namespace is dropped as it arrives.
+
+// podScope holds one pod informer per enabled namespace.
+type podScope struct {
+	ctx     context.Context
+	client  kubernetes.Interface
+	resync  time.Duration
+	handler cache.ResourceEventHandler
+
+	mu sync.Mutex
+	ns map[string]*namespacePods
+}
+
+// namespacePods is the pod informer of one enabled namespace.
+type namespacePods struct {
+	cancel  context.CancelFunc
+	factory informers.SharedInformerFactory
+	store   cache.Store
+	lister  corelisters.PodNamespaceLister
+}
+
+func newPodScope(ctx context.Context, client kubernetes.Interface, resync time.Duration, handler cache.ResourceEventHandler) *podScope {
+	return &podScope{ctx: ctx, client: client, resync: resync, handler: handler, ns: map[string]*namespacePods{}}
+}
+
+// watch starts the pod informer of namespace ns unless it runs. Its initial
+// list arrives as Add events, which queue every pod of the namespace: a
+// namespace enabled (again) is checked at once.
+func (s *podScope) watch(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ns[ns]; ok || s.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(s.client, s.resync,
+		informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = keys.InjectLabel + "=" + keys.EnabledValue }),
+		informers.WithTransform(stripPod))
+	pods := factory.Core().V1().Pods()
+	inf := pods.Informer()
+	_, _ = inf.AddEventHandler(s.handler)
+	factory.Start(ctx.Done())
+	s.ns[ns] = &namespacePods{cancel: cancel, factory: factory, store: inf.GetStore(), lister: pods.Lister().Pods(ns)}
+}
+
+// forget stops the pod informer of namespace ns and drops its cache; it
+// reports whether one ran.
+func (s *podScope) forget(ns string) bool {
+	s.mu.Lock()
+	p, ok := s.ns[ns]
+	delete(s.ns, ns)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	p.cancel()
+	// Waits for the informer's goroutines, outside the lock: they may be
+	// delivering an event to a handler that reads the scope.
+	p.factory.Shutdown()
+	return true
+}
+
+// stop stops every informer.
+func (s *podScope) stop() {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.ns))
+	for n := range s.ns {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		s.forget(n)
+	}
+}
+
+// get is the cached pod; ok is false when it is not cached or its namespace
+// is not enabled.
+func (s *podScope) get(ns, name string) (*corev1.Pod, bool) {
+	s.mu.Lock()
+	p, ok := s.ns[ns]
+	s.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	pod, err := p.lister.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return pod, true
+}
+
+// keys are the namespace/name of every cached pod.
+func (s *podScope) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.ns {
+		out = append(out, p.store.ListKeys()...)
+	}
+	return out
+}
+
+// counts are the watched namespaces and the cached pods, for the metrics
+// that show what the reconciler holds.
+func (s *podScope) counts() (namespaces, pods int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.ns {
+		pods += len(p.store.ListKeys())
+	}
+	return len(s.ns), pods
+}
+
+// stripPod keeps of a pod what the reconciler reads: its identity, labels
+// (a ReplicaSet's selector is matched against them), owner references,
+// deletion mark, spec (compared with the catalog) and the annotations
+// cmp-injector reads; managedFields, the status and every other annotation
+// go. Objects other than pods (a deletion tombstone) pass unchanged.
+func stripPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	pod.Status = corev1.PodStatus{}
+	pod.Annotations = keptAnnotations(pod.Annotations)
+	return pod, nil
+}
+
+// keptAnnotations are the status, plugins and reconciler annotations, and
+// the config and image annotations of the plugins the status says were
+// injected: CheckDrift reads no others.
+func keptAnnotations(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return in
+	}
+	out := map[string]string{}
+	for _, k := range []string{keys.StatusAnnotation, keys.PluginsAnnotation, keys.ReconcilerAnnotation} {
+		if v, ok := in[k]; ok {
+			out[k] = v
+		}
+	}
+	var st inject.Status
+	if raw, ok := in[keys.StatusAnnotation]; ok && json.Unmarshal([]byte(raw), &st) == nil {
+		for _, p := range st.Plugins {
+			for _, k := range []string{keys.ConfigAnnotationPrefix + p, keys.ImageAnnotationPrefix + p} {
+				if v, ok := in[k]; ok {
+					out[k] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+// stripNamespace keeps a namespace's name and labels: the selector is all
+// the reconciler asks of it.
+func stripNamespace(obj any) (any, error) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{TypeMeta: ns.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, Labels: ns.Labels, DeletionTimestamp: ns.DeletionTimestamp,
+	}}, nil
+}
+
+// inNamespace reports whether key (namespace/name) is in namespace ns.
+func inNamespace(key, ns string) bool { return strings.HasPrefix(key, ns+"/") }
