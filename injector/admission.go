@@ -98,7 +98,7 @@ func decodeLite(contentType string, body []byte) (*inject.LiteRequest, bool) {
 
 // respond is the AdmissionResponse for report.
 func respond(uid types.UID, report *inject.Report) *admissionv1.AdmissionResponse {
-	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true}
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true, Warnings: report.Warnings}
 	switch report.Decision {
 	case inject.Injected:
 		pt := admissionv1.PatchTypeJSONPatch

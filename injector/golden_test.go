@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,7 +61,10 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("IntoResources: %d objects, %v", len(objs), err)
 			}
 			offline := objs[0]
-			webOut, webMsg := viaWebhook(t, ts, input)
+			webOut, webMsg, webWarnings := viaWebhook(t, ts, input)
+			if !slices.Equal(webWarnings, offline.Report.Warnings) {
+				t.Errorf("webhook and offline warnings differ:\nwebhook: %q\noffline: %q", webWarnings, offline.Report.Warnings)
+			}
 
 			if offline.Report.Decision == inject.Denied {
 				golden := filepath.Join(goldenDir, name+".denied.txt")
@@ -105,8 +109,8 @@ func TestGolden(t *testing.T) {
 
 // viaWebhook posts the case's pod to the server and returns the pod it makes
 // of it (the returned patch applied with evanphx/json-patch) as canonical
-// JSON, or the denial message.
-func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
+// JSON, or the denial message, and the response's warnings.
+func viaWebhook(t *testing.T, ts *testServer, input []byte) (pod []byte, denial string, warnings []string) {
 	t.Helper()
 	var obj map[string]any
 	if err := yaml.Unmarshal(input, &obj); err != nil {
@@ -119,10 +123,10 @@ func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
 		t.Errorf("response uid %q", resp.UID)
 	}
 	if !resp.Allowed {
-		return nil, resp.Result.Message
+		return nil, resp.Result.Message, resp.Warnings
 	}
 	if resp.Patch == nil {
-		return podJSON, ""
+		return podJSON, "", resp.Warnings
 	}
 	if *resp.PatchType != "JSONPatch" {
 		t.Fatalf("patch type %s", *resp.PatchType)
@@ -135,7 +139,7 @@ func viaWebhook(t *testing.T, ts *testServer, input []byte) ([]byte, string) {
 	if err != nil {
 		t.Fatalf("apply: %v\npatch: %s", err, resp.Patch)
 	}
-	return canonical(t, patched), ""
+	return canonical(t, patched), "", resp.Warnings
 }
 
 // podOf is the pod (template) of a YAML object as canonical JSON.

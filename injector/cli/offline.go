@@ -112,6 +112,9 @@ func explain(w io.Writer, objs []*inject.Object) error {
 		for _, h := range o.Hints {
 			fmt.Fprintf(w, "  hint: %s\n", h)
 		}
+		for _, warning := range r.Warnings {
+			fmt.Fprintf(w, "  warning: %s\n", warning)
+		}
 		switch r.Decision {
 		case inject.Injected:
 			fmt.Fprintf(w, "  plugins: %s\n  init containers: %s\n  containers: %s\n  volumes: %s\n  catalog revision: %s\n",

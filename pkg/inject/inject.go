@@ -43,7 +43,9 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
-	return apply(pod, cat, plan, patchOnly)
+	r := apply(pod, cat, plan, patchOnly)
+	r.Warnings = socketClashWarnings(pod, cat, plan.entries)
+	return r
 }
 
 // plan is what resolve decided to add, before anything is built.

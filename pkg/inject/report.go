@@ -92,6 +92,10 @@ type Report struct {
 	Status *Status     `json:"status,omitempty"`
 	// Patch is an RFC 6902 JSON Patch turning the input pod into Pod; nil unless injected.
 	Patch []byte `json:"-"`
+	// Warnings are what is admitted but likely to break, when it cannot be
+	// known at admission (a hand-written sidecar's socket): the API server
+	// shows them to the client, explain prints them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Status is the JSON written to the status annotation: what the injector owns
@@ -160,6 +164,8 @@ func skipCause(r Reason) string {
 		return "the UPDATE leaves what cmp-injector owns as the catalog has it"
 	case ReasonTrustedUser:
 		return "the UPDATE comes from a trusted user"
+	case ReasonNotRepoServer:
+		return "no container of the pod is Argo CD's repo-server (by name or program, the catalog's defaults.repoServerContainer), so it is left as it is"
 	}
 	return string(r)
 }

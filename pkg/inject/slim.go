@@ -36,8 +36,19 @@ type slimPod struct {
 		Containers      []slimContainer      `json:"containers"`
 		Volumes         []struct {
 			Name string `json:"name"`
+			// ConfigMap tells socketClashWarnings where a hand-written
+			// sidecar's plugin.yaml comes from.
+			ConfigMap *slimConfigMapVolume `json:"configMap"`
 		} `json:"volumes"`
 	} `json:"spec"`
+}
+
+type slimConfigMapVolume struct {
+	Name  string `json:"name"`
+	Items []struct {
+		Key  string `json:"key"`
+		Path string `json:"path"`
+	} `json:"items"`
 }
 
 type slimSecurityContext struct {
@@ -55,7 +66,9 @@ type slimContainer struct {
 	} `json:"env"`
 	EnvFrom      []struct{} `json:"envFrom"`
 	VolumeMounts []struct {
+		Name      string `json:"name"`
 		MountPath string `json:"mountPath"`
+		SubPath   string `json:"subPath"`
 	} `json:"volumeMounts"`
 	SecurityContext *slimSecurityContext `json:"securityContext"`
 }
@@ -82,6 +95,13 @@ func (s *slimPod) pod() *corev1.Pod {
 		pod.Spec.Volumes = make([]corev1.Volume, len(s.Spec.Volumes))
 		for i, v := range s.Spec.Volumes {
 			pod.Spec.Volumes[i].Name = v.Name
+			if cm := v.ConfigMap; cm != nil {
+				src := &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}
+				for _, it := range cm.Items {
+					src.Items = append(src.Items, corev1.KeyToPath{Key: it.Key, Path: it.Path})
+				}
+				pod.Spec.Volumes[i].ConfigMap = src
+			}
 		}
 	}
 	return pod
@@ -107,7 +127,7 @@ func slimContainers(in []slimContainer) []corev1.Container {
 		if c.VolumeMounts != nil {
 			o.VolumeMounts = make([]corev1.VolumeMount, len(c.VolumeMounts))
 			for j, m := range c.VolumeMounts {
-				o.VolumeMounts[j].MountPath = m.MountPath
+				o.VolumeMounts[j] = corev1.VolumeMount{Name: m.Name, MountPath: m.MountPath, SubPath: m.SubPath}
 			}
 		}
 		if sc := c.SecurityContext; sc != nil {
