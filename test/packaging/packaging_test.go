@@ -415,3 +415,38 @@ func TestReconcilerRBAC(t *testing.T) {
 		t.Errorf("reconciler off: rules %v %v, automount %v, args %s", cluster, lease, auto, args)
 	}
 }
+
+// TestOpenShiftRender: the OpenShift install of the chart README renders an
+// injector pod with no fixed UID and a catalog with the Assigned policy that
+// the injector loads (no runAsUser beside it).
+func TestOpenShiftRender(t *testing.T) {
+	out, err := helmTemplate(t, "--kube-version", "1.30.0",
+		"--set", "podSecurityContext.runAsUser=null", "--set", "podSecurityContext.runAsGroup=null",
+		"--set", "catalog.runAsUserPolicy=Assigned", "--set", "catalog.tmpSizeLimit=1Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var catalogYAML string
+	for _, d := range docs(t, out) {
+		switch d["kind"] {
+		case "Deployment":
+			b, _ := yaml.Marshal(d)
+			if strings.Contains(string(b), "runAsUser") || strings.Contains(string(b), "runAsGroup") {
+				t.Errorf("the injector's Deployment sets a UID:\n%s", b)
+			}
+		case "ConfigMap":
+			if data, ok := d["data"].(map[string]any); ok {
+				if c, ok := data["catalog.yaml"].(string); ok {
+					catalogYAML = c
+				}
+			}
+		}
+	}
+	cat, err := catalog.Parse([]byte(catalogYAML))
+	if err != nil {
+		t.Fatalf("rendered catalog: %v\n%s", err, catalogYAML)
+	}
+	if cat.Defaults.RunAsUser != 0 || cat.Defaults.TmpSizeLimit == nil || cat.Defaults.TmpSizeLimit.String() != "1Gi" {
+		t.Errorf("catalog defaults: runAsUser %d, tmpSizeLimit %v", cat.Defaults.RunAsUser, cat.Defaults.TmpSizeLimit)
+	}
+}

@@ -109,6 +109,17 @@ define, and would never become ready; say it here, in the injector's words. */}}
 {{- if .Values.catalog.repoServer }}
 {{- $_ := set $catalog.defaults "repoServer" .Values.catalog.repoServer }}
 {{- end }}
+{{- if eq .Values.catalog.runAsUserPolicy "Assigned" }}
+{{- /* The catalog refuses a fixed UID with the Assigned policy. */}}
+{{- $_ := unset $catalog.defaults "runAsUser" }}
+{{- $_ := set $catalog.defaults "runAsUserPolicy" "Assigned" }}
+{{- end }}
+{{- if .Values.catalog.tmpSizeLimit }}
+{{- $_ := set $catalog.defaults "tmpSizeLimit" .Values.catalog.tmpSizeLimit }}
+{{- end }}
+{{- if .Values.catalog.repoServerContainer }}
+{{- $_ := set $catalog.defaults "repoServerContainer" .Values.catalog.repoServerContainer }}
+{{- end }}
 {{- toYaml $catalog }}
 {{- end }}
 
