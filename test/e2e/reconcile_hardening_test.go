@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// hardeningLabel scopes each test's reconciler to the namespaces the test
+// made: the suite's other namespaces, enabled or not, are not its business.
+const hardeningLabel = "e2e.cmp-injector.io/hardening"
+
+// hardeningScope is a fresh label value and the --namespace-selector that
+// picks the enabled namespaces carrying it.
+func hardeningScope() (value, flag string) {
+	value = strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	return value, "--namespace-selector=" + keys.NamespaceEnabledLabel + "=" + keys.EnabledValue + "," + hardeningLabel + "=" + value
+}
+
+// podEditorIn gives harness.PodEditor what the attack run's user had in ns,
+// create, get and patch pods and nothing else, and returns its client.
+func podEditorIn(t *testing.T, ns string) *harness.Client {
+	t.Helper()
+	admin := env.cp.Client()
+	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
+		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "patch"}}}}
+	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
+	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
+		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env.cp.ClientAs(harness.PodEditor)
+}
+
+// createAs creates pod in ns as c, waiting out the moment before a new
+// RoleBinding reaches the authorizer's cache.
+func createAs(t *testing.T, c *harness.Client, ns string, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		var err error
+		got, err = c.CreatePod(ns, pod.DeepCopy(), false)
+		var apiErr *harness.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusForbidden && strings.Contains(apiErr.Message, "cannot create resource") {
+			return false, err
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("creating pod %s as %s: %v", pod.Name, harness.PodEditor, err)
+	}
+	return got
+}
+
+// TestReconcilerCachesOnlyEnabledNamespaces is the attack run against the
+// reconciler's memory: a user who may only create pods, in a namespace that
+// is not enabled, creates pods labelled cmp-injector.io/inject=true with a
+// 250 KiB annotation each. The reconciler (which used to cache every labelled
+// pod of the cluster, whole, and was OOM-killed so) never caches them: its
+// metrics count the one repo-server pod of the enabled namespace, after it
+// has acted on a catalog change made after the flood. Disabling the
+// namespace stops its watch (the API server sends the namespace's deletion to
+// the selector's watch).
+func TestReconcilerCachesOnlyEnabledNamespaces(t *testing.T) {
+	const flood = 60
+	scope, selector := hardeningScope()
+	leaseNS := newNamespace(t, "lease", nil)
+	cat := map[string]any{}
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm"}}), &cat); err != nil {
+		t.Fatal(err)
+	}
+	ins := reconcilingInjectors(t, 1, leaseNS, mustYAML(t, cat), selector)
+	ns := newNamespace(t, "scope", map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue, hardeningLabel: scope})
+	waitActive(t, ns)
+	repo := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
+	if _, ok := repo.Annotations[keys.StatusAnnotation]; !ok {
+		t.Fatal("the repo-server pod was not injected")
+	}
+	cached := func() (pods, namespaces float64, m servingtest.Samples) {
+		s, err := ins[0].Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Sum("cmp_injector_reconcile_cached_pods"), s.Sum("cmp_injector_reconcile_watched_namespaces"), s
+	}
+	err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		p, n, _ := cached()
+		return p == 1 && n == 1, fmt.Errorf("cached pods %v, watched namespaces %v", p, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, before := cached()
+
+	// Everything about the flood's namespace matches the selector but the
+	// enabled label.
+	other := newNamespace(t, "flood", map[string]string{hardeningLabel: scope})
+	editor := podEditorIn(t, other)
+	blob := strings.Repeat("x", 250<<10)
+	for i := range flood {
+		createAs(t, editor, other, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d", i), Labels: map[string]string{keys.InjectLabel: keys.EnabledValue},
+				Annotations: map[string]string{"attacker.example.com/blob": blob}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+		})
+	}
+	// A catalog change after the flood: once the reconciler has written it
+	// into the repo-server pod, a cluster-wide watch would have delivered
+	// every flood pod before it.
+	helm := cat["plugins"].(map[string]any)["helm"].(map[string]any)
+	spec := helm["config"].(map[string]any)["inline"].(map[string]any)["spec"].(map[string]any)
+	spec["init"] = map[string]any{"command": []string{"true"}}
+	cat["revision"] = "after-flood"
+	setCatalog(t, ins, cat)
+	err = harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+		p, err := env.cp.Client().GetPod(ns, repo.Name)
+		if err != nil {
+			return false, err
+		}
+		return status(t, p).Revision == "after-flood", fmt.Errorf("status %s", p.Annotations[keys.StatusAnnotation])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, namespaces, after := cached()
+	if pods != 1 || namespaces != 1 {
+		t.Errorf("after %d labelled pods of 250 KiB in a namespace that is not enabled: %v pods cached, %v namespaces watched; want 1 and 1",
+			flood, pods, namespaces)
+	}
+	mib := func(s servingtest.Samples, name string) float64 { return s.Sum(name) / (1 << 20) }
+	t.Logf("flood of %d pods × 250 KiB (%d MiB) in namespace %s: cached pods %v; injector RSS %.0f → %.0f MiB, heap in use %.0f → %.0f MiB",
+		flood, flood*250>>10, other, pods, mib(before, "process_resident_memory_bytes"), mib(after, "process_resident_memory_bytes"),
+		mib(before, "go_memstats_heap_inuse_bytes"), mib(after, "go_memstats_heap_inuse_bytes"))
+
+	t.Run("a namespace no longer enabled is no longer watched", func(t *testing.T) {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, keys.NamespaceEnabledLabel)
+		if err := env.cp.Client().MergePatch("/api/v1/namespaces/"+ns, []byte(patch)); err != nil {
+			t.Fatal(err)
+		}
+		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
+			p, n, _ := cached()
+			return p == 0 && n == 0, fmt.Errorf("cached pods %v, watched namespaces %v", p, n)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRolloutRefusesUnprovenOwner is the attack run against rollout: auto. A
+// user who may only create pods creates a pod that opts in, with the labels
+// and controller reference of a pod of victim-db (a Deployment that never
+// asked for plugins). Bound to a node, it ranks above victim-db's unbound pod,
+// so victim-db's ReplicaSet keeps it and deletes its own. The webhook injects
+// it; the catalog changes so that it is stale. The reconciler restarts the
+// repo-server Deployment, whose pods it injected, but not victim-db: its
+// ReplicaSet selects the pod and is current, yet victim-db's template does
+// not opt in. The pod gets a Warning OwnerUnproven; victim-db gets no Event,
+// and doctor's hint for the pod does not name it.
+func TestRolloutRefusesUnprovenOwner(t *testing.T) {
+	scope, selector := hardeningScope()
+	leaseNS := newNamespace(t, "lease", nil)
+	cat := map[string]any{}
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm"}}), &cat); err != nil {
+		t.Fatal(err)
+	}
+	ins := reconcilingInjectors(t, 1, leaseNS, mustYAML(t, cat), selector, "--rollout=auto")
+	ns := newNamespace(t, "owner", map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue, hardeningLabel: scope})
+	waitActive(t, ns)
+	c := env.cp.Client()
+	repoDep, _ := repoServerDeployment(t, ns)
+
+	one := int32(1)
+	victim := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "victim-db"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "victim-db"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "victim-db"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "postgres:16"}}}}},
+	}
+	if err := c.Do(http.MethodPost, "/apis/apps/v1/namespaces/"+ns+"/deployments", nil, victim, victim); err != nil {
+		t.Fatal(err)
+	}
+	var victimPod corev1.Pod
+	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
+		pods, err := c.ListPods(ns, "app=victim-db")
+		if err != nil || len(pods) != 1 || metav1.GetControllerOf(&pods[0]) == nil {
+			return false, fmt.Errorf("%d victim-db pods: %v", len(pods), err)
+		}
+		victimPod = pods[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	editor := podEditorIn(t, ns)
+	evil := loadPod(t, "repo-server-pod.yaml")
+	evil.Name = "evil"
+	evil.Labels = maps.Clone(victimPod.Labels)
+	evil.Labels[keys.InjectLabel] = keys.EnabledValue
+	ref := *metav1.GetControllerOf(&victimPod)
+	ref.BlockOwnerDeletion = nil
+	evil.OwnerReferences = []metav1.OwnerReference{ref}
+	evil.Spec.NodeName = "node-of-nowhere"
+	stored := createAs(t, editor, ns, evil)
+	if _, ok := stored.Annotations[keys.StatusAnnotation]; !ok {
+		t.Fatalf("the attacker's pod was not injected: %v", stored.Annotations)
+	}
+	t.Logf("attacker's pod claims ReplicaSet %s (UID %s) with labels %v", ref.Name, ref.UID, evil.Labels)
+
+	helm := cat["plugins"].(map[string]any)["helm"].(map[string]any)
+	helm["image"] = "alpine/helm:3.17.0"
+	cat["revision"] = "hardening-image"
+	setCatalog(t, ins, cat)
+	err = harness.Eventually(60*time.Second, 50*time.Millisecond, func() (bool, error) {
+		var d appsv1.Deployment
+		if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/"+repoDep.Name, &d); err != nil {
+			return false, err
+		}
+		got := d.Spec.Template.Annotations[keys.RolloutAnnotation]
+		return got == "hardening-image", fmt.Errorf("repo-server template annotation %s = %q", keys.RolloutAnnotation, got)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reconciler has decided about the attacker's pod once either its
+	// Event is there or victim-db is restarted.
+	var d appsv1.Deployment
+	err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/victim-db", &d); err != nil {
+			return false, err
+		}
+		if _, ok := d.Spec.Template.Annotations[keys.RolloutAnnotation]; ok {
+			return true, nil
+		}
+		evs, err := c.Events(ns, "Pod", "evil")
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs {
+			if e.Reason == "OwnerUnproven" {
+				t.Logf("Event on the attacker's pod: %s: %s", e.Reason, e.Message)
+				return true, nil
+			}
+		}
+		if _, err := c.GetPod(ns, "evil"); err != nil {
+			return false, fmt.Errorf("the attacker's pod: %w", err)
+		}
+		return false, errors.New("no decision yet")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := d.Spec.Template.Annotations[keys.RolloutAnnotation]; ok || d.Generation != 1 {
+		t.Errorf("victim-db was restarted on the pod's word: %s=%q, generation %d", keys.RolloutAnnotation, got, d.Generation)
+	}
+	if evs, err := c.Events(ns, "Deployment", "victim-db"); err != nil || len(evs) != 0 {
+		for _, e := range evs {
+			t.Errorf("Event on victim-db: %s: %s", e.Reason, e.Message)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n, _ := metricSum(t, ins, "cmp_injector_reconcile_owner_unproven_total"); n != 1 {
+		t.Errorf("owner_unproven_total %v, want 1", n)
+	}
+	pr, text, _ := doctorPod(t, ins[0], leaseNS, "evil")
+	if pr.OK || strings.Contains(pr.Hint, "victim-db") || !strings.Contains(pr.Hint, "delete pod evil") {
+		t.Errorf("doctor on the attacker's pod: %+v\n%s", pr, text)
+	}
+	t.Logf("doctor's hint for the attacker's pod: %s", pr.Hint)
+}
