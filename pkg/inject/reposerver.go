@@ -81,6 +81,8 @@ func program(c corev1.Container) string {
 					break
 				}
 			}
+		case base == "/" || base == ".":
+			return "" // "/" or an empty word names no program
 		default:
 			return base
 		}

@@ -96,3 +96,19 @@ func TestRepoServerContainerSetting(t *testing.T) {
 		}
 	}
 }
+
+// program reads what pod authors write: it must never panic, loop or return a
+// path.
+func FuzzProgram(f *testing.F) {
+	f.Add("uid_entrypoint.sh", "argocd-repo-server", "--redis")
+	f.Add("sh", "-c", "entrypoint.sh argocd-repo-server")
+	f.Add("/usr/bin/tini", "--", "/usr/local/bin/argocd-repo-server")
+	f.Add("bash", "-ec", "")
+	f.Add("tini", "-g", "-s")
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		p := program(corev1.Container{Command: []string{a, b}, Args: []string{c}})
+		if strings.Contains(p, "/") {
+			t.Fatalf("program %q of %q %q %q is a path", p, a, b, c)
+		}
+	})
+}
