@@ -407,7 +407,7 @@ func (d *doctor) checkPod(ctx context.Context, g *checkGroup, pod *corev1.Pod) {
 	case len(dr.Stale) > 0:
 		g.failPod(pr, fmt.Sprintf("%s: stale: injected [%s] at catalog revision %s, the catalog is at %s: %s",
 			id, strings.Join(pr.Plugins, ", "), pr.Revision, d.cat.Revision, dr.StaleMessage()),
-			"restart it to apply the catalog: "+d.restartHint(ctx, pod)+" (or set reconciler.rollout=auto)")
+			"restart it to apply the catalog: "+d.restartHint(ctx, pod))
 	case len(pr.Pending) > 0:
 		g.failPod(pr, fmt.Sprintf("%s: plugin.yaml of %s not yet updated to catalog revision %s", id, strings.Join(pr.Pending, ", "), d.cat.Revision),
 			"the reconciler updates it live: is it on (reconciler.enabled) and leading? See the reconciler group below")
@@ -449,6 +449,8 @@ func (d *doctor) checkSidecars(g *checkGroup, pod *corev1.Pod, pr *podReport, st
 func (d *doctor) restartHint(ctx context.Context, pod *corev1.Pod) string {
 	owner, err := reconcile.ProveOwner(ctx, d.client, pod)
 	switch {
+	case err == nil && owner.Deployment != nil:
+		return "kubectl -n " + pod.Namespace + " rollout restart deployment/" + owner.Ref.Name + " (or set reconciler.rollout=auto)"
 	case err == nil && owner.Ref != nil:
 		return "kubectl -n " + pod.Namespace + " rollout restart " + strings.ToLower(owner.Ref.Kind) + "/" + owner.Ref.Name
 	case err != nil:
