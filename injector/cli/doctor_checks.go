@@ -369,6 +369,14 @@ func (d *doctor) checkPod(ctx context.Context, g *checkGroup, pod *corev1.Pod) {
 	id := pod.Namespace + "/" + pod.Name
 	pr := &podReport{Namespace: pod.Namespace, Name: pod.Name}
 	_, pr.Injected = pod.Annotations[keys.StatusAnnotation]
+	if !pr.Injected && d.cat != nil {
+		// argo-helm's global.podLabels labels every Argo CD pod: the webhook
+		// leaves those that are not repo-servers alone, and so does doctor.
+		if r := inject.Inject(pod, pod.Namespace, d.cat); r.Decision == inject.Skipped && r.Reasons[0] == inject.ReasonNotRepoServer {
+			g.passPod(pr, id+": labelled but not a repo-server: left alone, as the webhook leaves it")
+			return
+		}
+	}
 	switch {
 	case !pr.Injected && !d.enabled[pod.Namespace]:
 		g.failPod(pr, id+": not injected: its namespace is not selected by the webhook",
