@@ -87,9 +87,13 @@ func Update(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Rep
 		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
 			"label %q of an injected pod must not be changed or removed: the webhook reviews the pod's updates by it (delete the pod instead)", keys.InjectLabel)})
 	}
-	if oldPod.Annotations[keys.StatusAnnotation] != newPod.Annotations[keys.StatusAnnotation] {
-		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
-			"annotation %q is written by cmp-injector and must not be changed or removed", keys.StatusAnnotation)})
+	// The status says what the injector owns; the reconciler's mark says
+	// which release last wrote it (a forged one makes that release back off).
+	for _, k := range []string{keys.StatusAnnotation, keys.ReconcilerAnnotation} {
+		if oldPod.Annotations[k] != newPod.Annotations[k] {
+			problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+				"annotation %q is written by cmp-injector and must not be changed or removed", k)})
+		}
 	}
 	for _, k := range changedConfigKeys(oldPod.Annotations, newPod.Annotations) {
 		v, ok := newPod.Annotations[k]

@@ -48,6 +48,8 @@ func TestUpdateOfOwnedParts(t *testing.T) {
 		}, ReasonNotCatalog, `differs from plugin "helm"'s config`},
 		{"config annotation removed", func(p *corev1.Pod) { delete(p.Annotations, keys.ConfigAnnotationPrefix+"helm") }, ReasonNotCatalog, "must not be removed"},
 		{"status removed", func(p *corev1.Pod) { delete(p.Annotations, keys.StatusAnnotation) }, ReasonNotCatalog, "must not be changed or removed"},
+		{"reconciler mark forged", func(p *corev1.Pod) { p.Annotations[keys.ReconcilerAnnotation] = "other/release" }, ReasonNotCatalog,
+			`annotation "cmp-injector.io/reconciled-by" is written by cmp-injector`},
 		// The webhook's objectSelector is this label: switching it off would
 		// end the review of every later update.
 		{"inject label set to false", func(p *corev1.Pod) { p.Labels[keys.InjectLabel] = "false" }, ReasonNotCatalog, `label "cmp-injector.io/inject" of an injected pod must not be changed or removed`},

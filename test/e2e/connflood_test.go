@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -17,8 +19,9 @@ import (
 // context deadline exceeded", for minutes. Here the injector runs with its
 // defaults, the flood (2,000 connections from 127.0.0.2 and up) starts before
 // the webhook is installed, so the API server (on 127.0.0.1) has to open a
-// fresh connection through it, and a pod must be created and injected. The
-// webhook's own timeout (10 s) is the only bound.
+// fresh connection through it; no call of the API server's may fail, and a pod
+// must be created and injected. The webhook's own timeout (10 s) is the only
+// bound.
 func TestConnectionFlood(t *testing.T) {
 	const workers = 2000
 	for _, tc := range []struct {
@@ -67,7 +70,21 @@ func TestConnectionFlood(t *testing.T) {
 			installWebhook(t, in)
 			ns := newNamespace(t, "flood", enabledNS)
 			start := time.Now()
-			waitActive(t, ns)
+			// Until the API server knows the webhook, a dry-run create comes
+			// back uninjected; from then on every call must be answered. A
+			// failed call fails the test (waitActive would retry it).
+			probe := loadPod(t, "repo-server-pod.yaml")
+			probe.Name = "probe"
+			if err := harness.Eventually(30*time.Second, 20*time.Millisecond, func() (bool, error) {
+				got, err := env.cp.Client().CreatePod(ns, probe.DeepCopy(), true)
+				if err != nil {
+					t.Fatalf("pod create (dry run) during the flood: %v", err)
+				}
+				_, ok := got.Annotations[keys.StatusAnnotation]
+				return ok, errors.New("the API server does not call the webhook yet")
+			}); err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("the API server reached the webhook through the flood %s after installing it", time.Since(start).Round(time.Millisecond))
 			pod := loadPod(t, "repo-server-pod.yaml")
 			start = time.Now()

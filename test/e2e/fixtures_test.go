@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,4 +180,52 @@ func createStored(t *testing.T, ns string, pod *corev1.Pod) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return stored
+}
+
+// grantPodEditor gives harness.PodEditor create, get, list and patch on the
+// resources (pods and pod subresources) in ns, and returns its client.
+func grantPodEditor(t *testing.T, ns string, resources ...string) *harness.Client {
+	t.Helper()
+	admin := env.cp.Client()
+	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
+		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": resources, "verbs": []string{"create", "get", "list", "patch"}}}}
+	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
+	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
+		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env.cp.ClientAs(harness.PodEditor)
+}
+
+// createAs creates pod in ns as c, waiting out the moment before a new
+// RoleBinding reaches the authorizer's cache.
+func createAs(t *testing.T, c *harness.Client, ns string, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		var err error
+		got, err = c.CreatePod(ns, pod.DeepCopy(), false)
+		var apiErr *harness.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusForbidden && strings.Contains(apiErr.Message, "cannot create resource") {
+			return false, err
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("creating pod %s as %s: %v", pod.Name, harness.PodEditor, err)
+	}
+	return got
+}
+
+// denied asserts that err is the API server's refusal carrying want.
+func denied(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	var apiErr *harness.APIError
+	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, want) {
+		t.Fatalf("%s: %v, want a denial containing %q", what, err, want)
+	}
+	t.Logf("as expected, %s is denied: %s", what, apiErr.Message)
 }

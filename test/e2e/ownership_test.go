@@ -6,61 +6,13 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
-
-// grantPodEditor gives harness.PodEditor create, get, list and patch on the
-// resources (pods and pod subresources) in ns, and returns its client.
-func grantPodEditor(t *testing.T, ns string, resources ...string) *harness.Client {
-	t.Helper()
-	admin := env.cp.Client()
-	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
-		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": resources, "verbs": []string{"create", "get", "list", "patch"}}}}
-	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
-		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
-	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
-		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return env.cp.ClientAs(harness.PodEditor)
-}
-
-// createAsEditor creates pod as the editor once its RBAC binding has reached
-// the authorizer's cache (shortly after creation).
-func createAsEditor(t *testing.T, editor *harness.Client, ns string, pod *corev1.Pod) {
-	t.Helper()
-	var created *harness.APIError
-	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
-		_, err := editor.CreatePod(ns, pod.DeepCopy(), false)
-		if errors.As(err, &created) && created.Code == http.StatusForbidden && !strings.Contains(created.Message, keys.PluginsAnnotation) {
-			return false, err
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// denied asserts that err is the API server's refusal carrying want.
-func denied(t *testing.T, what string, err error, want string) {
-	t.Helper()
-	var apiErr *harness.APIError
-	if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, want) {
-		t.Fatalf("%s: %v, want a denial containing %q", what, err, want)
-	}
-	t.Logf("as expected, %s is denied: %s", what, apiErr.Message)
-}
 
 // TestInjectedPodsResistTheirAuthor replays the second attack run's
 // reproductions as a user who may only create and patch pods (and debug and
@@ -73,7 +25,7 @@ func TestInjectedPodsResistTheirAuthor(t *testing.T) {
 	waitActive(t, ns)
 	editor := grantPodEditor(t, ns, "pods", "pods/ephemeralcontainers", "pods/resize")
 	pod := loadPod(t, "repo-server-pod.yaml")
-	createAsEditor(t, editor, ns, pod)
+	createAs(t, editor, ns, pod)
 	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
 
 	t.Run("the inject label cannot be switched off", func(t *testing.T) {

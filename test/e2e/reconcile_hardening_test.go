@@ -30,44 +30,6 @@ func hardeningScope() (value, flag string) {
 	return value, "--namespace-selector=" + keys.NamespaceEnabledLabel + "=" + keys.EnabledValue + "," + hardeningLabel + "=" + value
 }
 
-// podEditorIn gives harness.PodEditor what the attack run's user had in ns,
-// create, get and patch pods and nothing else, and returns its client.
-func podEditorIn(t *testing.T, ns string) *harness.Client {
-	t.Helper()
-	admin := env.cp.Client()
-	role := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": map[string]any{"name": "pods"},
-		"rules": []any{map[string]any{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "patch"}}}}
-	binding := map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": map[string]any{"name": "pods"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
-		"subjects": []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": harness.PodEditor}}}
-	for coll, obj := range map[string]map[string]any{"roles": role, "rolebindings": binding} {
-		if err := admin.Do(http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/"+coll, nil, obj, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return env.cp.ClientAs(harness.PodEditor)
-}
-
-// createAs creates pod in ns as c, waiting out the moment before a new
-// RoleBinding reaches the authorizer's cache.
-func createAs(t *testing.T, c *harness.Client, ns string, pod *corev1.Pod) *corev1.Pod {
-	t.Helper()
-	var got *corev1.Pod
-	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
-		var err error
-		got, err = c.CreatePod(ns, pod.DeepCopy(), false)
-		var apiErr *harness.APIError
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusForbidden && strings.Contains(apiErr.Message, "cannot create resource") {
-			return false, err
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		t.Fatalf("creating pod %s as %s: %v", pod.Name, harness.PodEditor, err)
-	}
-	return got
-}
-
 // TestReconcilerCachesOnlyEnabledNamespaces is the attack run against the
 // reconciler's memory: a user who may only create pods, in a namespace that
 // is not enabled, creates pods labelled cmp-injector.io/inject=true with a
@@ -111,7 +73,7 @@ func TestReconcilerCachesOnlyEnabledNamespaces(t *testing.T) {
 	// Everything about the flood's namespace matches the selector but the
 	// enabled label.
 	other := newNamespace(t, "flood", map[string]string{hardeningLabel: scope})
-	editor := podEditorIn(t, other)
+	editor := grantPodEditor(t, other, "pods")
 	blob := strings.Repeat("x", 250<<10)
 	for i := range flood {
 		createAs(t, editor, other, &corev1.Pod{
@@ -210,7 +172,7 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	editor := podEditorIn(t, ns)
+	editor := grantPodEditor(t, ns, "pods")
 	evil := loadPod(t, "repo-server-pod.yaml")
 	evil.Name = "evil"
 	evil.Labels = maps.Clone(victimPod.Labels)

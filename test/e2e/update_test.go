@@ -38,7 +38,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 	editor := grantPodEditor(t, ns, "pods")
 
 	pod := loadPod(t, "repo-server-pod.yaml")
-	createAsEditor(t, editor, ns, pod)
+	createAs(t, editor, ns, pod)
 	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
 	for _, tc := range []struct {
 		name, patch string
