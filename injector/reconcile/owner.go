@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -16,12 +17,14 @@ import (
 )
 
 // rollout restarts the Deployment owning a stale pod when the admin chose
-// rollout: auto, by writing the catalog revision into its pod template's
-// annotations (what `kubectl rollout restart` does with a timestamp). The
-// value makes it idempotent: every stale pod of the Deployment asks for the
-// same restart, and a restart already asked for is not asked again. The
-// Deployment must be proven to own the pod (ProveOwner); otherwise nothing
-// is restarted and the pod, not any workload, gets a Warning Event.
+// rollout: auto, as `kubectl rollout restart` does: a timestamp in its pod
+// template's kubectl.kubernetes.io/restartedAt, which operators owning the
+// Deployment keep. The revision it restarts for goes on the Deployment's own
+// metadata and in memory, so every stale pod of the Deployment asks for one
+// restart only; the memory holds even where an operator strips the metadata
+// annotation. The Deployment must be proven to own the pod (ProveOwner);
+// otherwise nothing is restarted and the pod, not any workload, gets a
+// Warning Event.
 func (r *Reconciler) rollout(ctx context.Context, pod *corev1.Pod, d *inject.Drift, cat *catalog.Catalog) error {
 	if r.opts.Rollout != RolloutAuto || len(d.Stale) == 0 {
 		return nil
@@ -42,20 +45,37 @@ func (r *Reconciler) rollout(ctx context.Context, pod *corev1.Pod, d *inject.Dri
 		return nil
 	}
 	dep := owner.Deployment
-	if dep.Spec.Template.Annotations[keys.RolloutAnnotation] == cat.Revision {
+	if dep.Annotations[keys.RolloutAnnotation] == cat.Revision || r.rolledFor(dep.UID) == cat.Revision {
 		return nil
 	}
-	body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{keys.RolloutAnnotation: cat.Revision}}}}})
+	body, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{keys.RolloutAnnotation: cat.Revision}},
+		"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
+			"annotations": map[string]string{keys.RestartedAtAnnotation: time.Now().UTC().Format(time.RFC3339)}}}}})
 	if _, err := r.opts.Client.AppsV1().Deployments(pod.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, body,
 		metav1.PatchOptions{FieldManager: "cmp-injector"}); err != nil {
 		return fmt.Errorf("restarting Deployment %s: %w", dep.Name, err)
 	}
+	r.setRolledFor(dep.UID, cat.Revision)
 	r.metrics.rollouts.Inc()
 	r.log.Info("rolled out stale pods", zap.String("deployment", pod.Namespace+"/"+dep.Name), zap.String("revision", cat.Revision))
 	r.recorder.Event(owner.Ref, corev1.EventTypeNormal, EventRollout, fmt.Sprintf(
 		"restarting to apply catalog revision %s (rollout: auto): %s", cat.Revision, d.StaleMessage()))
 	return nil
+}
+
+// rolledFor is the catalog revision this replica last restarted the
+// Deployment with uid for ("" for none).
+func (r *Reconciler) rolledFor(uid types.UID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rolled[uid]
+}
+
+func (r *Reconciler) setRolledFor(uid types.UID, revision string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rolled[uid] = revision
 }
 
 // ownerUnproven reports, once per pod and reason, that a stale pod's owner

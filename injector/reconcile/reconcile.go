@@ -110,6 +110,9 @@ type Reconciler struct {
 	// is reported once per reason, not on every event of the pod.
 	conflicts *conflicts
 	unproven  map[string]string
+	// rolled is the revision each Deployment (by UID) was last restarted
+	// for (rollout: auto).
+	rolled map[types.UID]string
 }
 
 // New checks the options and registers the metrics.
@@ -153,7 +156,7 @@ func New(o Options) (*Reconciler, error) {
 		o.ConflictBackoff = defaultConflictBackoff
 	}
 	r := &Reconciler{opts: o, log: o.Log.Named("reconcile"), self: o.LeaseNamespace + "/" + o.LeaseName, nsSelector: sel,
-		stale: map[string][]inject.Difference{}, conflicts: newConflicts(o.ConflictBackoff, maxConflictBackoff), unproven: map[string]string{}}
+		stale: map[string][]inject.Difference{}, conflicts: newConflicts(o.ConflictBackoff, maxConflictBackoff), unproven: map[string]string{}, rolled: map[types.UID]string{}}
 	if r.metrics, err = newMetrics(o.Registerer, r.cached); err != nil {
 		return nil, err
 	}

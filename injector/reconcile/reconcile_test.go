@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
@@ -304,7 +305,8 @@ func TestRolloutOnlyForProvenOwner(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return d.Spec.Template.Annotations[keys.RolloutAnnotation] == "r3", fmt.Sprint(d.Spec.Template.Annotations)
+		return d.Annotations[keys.RolloutAnnotation] == "r3" && d.Spec.Template.Annotations[keys.RestartedAtAnnotation] != "",
+			fmt.Sprint(d.Annotations, d.Spec.Template.Annotations)
 	})
 	eventually(t, "the rollout Event on the repo-server Deployment", func() (bool, string) {
 		evs := events(t, client, "argocd", "Deployment", repo.dep.Name)
@@ -327,4 +329,48 @@ func TestRolloutOnlyForProvenOwner(t *testing.T) {
 		t.Errorf("rollouts_total %v, want 1", got)
 	}
 	t.Logf("attacker's pod: %s", eventReasons(evs))
+}
+
+// TestRolloutSurvivesAnOperator: the restart is kubectl's restartedAt, which
+// argocd-operator keeps in the pod template; an operator that strips our own
+// annotations (the revision mark on the Deployment) does not make the
+// reconciler restart the Deployment again for the same revision.
+func TestRolloutSurvivesAnOperator(t *testing.T) {
+	r1 := catR1(t)
+	repo := newWorkload("argocd", "argocd-repo-server", true)
+	pod := injectedPod(t, repo.pod, r1)
+	client := fake.NewClientset(namespace("argocd", true), repo.dep, repo.rs, pod)
+	count := countPatches(client)
+	r := newTestReconciler(t, client, "release-a", catR3(t), RolloutAuto)
+	// rollout is called directly, without leading (whose loop would roll too).
+	r.recorder = record.NewFakeRecorder(10)
+	d, err := inject.CheckDrift(pod, catR3(t))
+	if err != nil || len(d.Stale) == 0 {
+		t.Fatalf("the fixture is not stale under r3: %+v, %v", d, err)
+	}
+	ctx := context.Background()
+	if err := r.rollout(ctx, pod, d, catR3(t)); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := client.AppsV1().Deployments("argocd").Get(ctx, repo.dep.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Template.Annotations[keys.RestartedAtAnnotation] == "" || dep.Annotations[keys.RolloutAnnotation] != "r3" {
+		t.Fatalf("restart: template %v, metadata %v", dep.Spec.Template.Annotations, dep.Annotations)
+	}
+	if _, ok := dep.Spec.Template.Annotations[keys.RolloutAnnotation]; ok {
+		t.Errorf("the template carries %s, which an operator strips (undoing the rollout)", keys.RolloutAnnotation)
+	}
+	// The operator's next reconcile keeps *kubernetes.io* keys only.
+	delete(dep.Annotations, keys.RolloutAnnotation)
+	if _, err := client.AppsV1().Deployments("argocd").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rollout(ctx, pod, d, catR3(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := count.of("deployments", repo.dep.Name); n != 1 {
+		t.Errorf("the Deployment was patched %d times for one revision, want 1", n)
+	}
 }

@@ -89,10 +89,17 @@ const (
 	SidecarPrefix = "cmp-"
 	// CopyServerBinary is where the plugin server binary lives inside the copy image.
 	CopyServerBinary = "/usr/local/bin/cmp-server"
-	// RolloutAnnotation is written by the reconciler (rollout: auto) into the
-	// pod template of a Deployment whose pods are stale: the catalog revision
-	// they are restarted for.
+	// RolloutAnnotation is written by the reconciler (rollout: auto) on a
+	// Deployment it restarted because its pods were stale (its own metadata,
+	// not the pod template): the catalog revision they were restarted for.
 	RolloutAnnotation = "cmp-injector.io/rollout-revision"
+	// RestartedAtAnnotation is what `kubectl rollout restart` writes into a
+	// pod template to restart a Deployment; the reconciler restarts the same
+	// way, because operators that own the Deployment (argocd-operator keeps
+	// only *kubernetes.io*, *k8s.io* and *openshift.io* template annotations)
+	// keep it, where an annotation of ours would be stripped and the rollout
+	// undone on the next resync.
+	RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
 	// ReconcilerAnnotation is written by the reconciler with every patch of a
 	// pod: the release whose reconciler wrote it (<lease namespace>/<lease
 	// name>), so that two releases with different catalogs notice each other

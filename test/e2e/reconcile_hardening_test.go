@@ -196,8 +196,8 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 		if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/"+repoDep.Name, &d); err != nil {
 			return false, err
 		}
-		got := d.Spec.Template.Annotations[keys.RolloutAnnotation]
-		return got == "hardening-image", fmt.Errorf("repo-server template annotation %s = %q", keys.RolloutAnnotation, got)
+		got := d.Annotations[keys.RolloutAnnotation]
+		return got == "hardening-image", fmt.Errorf("repo-server annotation %s = %q", keys.RolloutAnnotation, got)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 		if err := c.Get("/apis/apps/v1/namespaces/"+ns+"/deployments/victim-db", &d); err != nil {
 			return false, err
 		}
-		if _, ok := d.Spec.Template.Annotations[keys.RolloutAnnotation]; ok {
+		if d.Generation != 1 {
 			return true, nil
 		}
 		evs, err := c.Events(ns, "Pod", "evil")
@@ -230,8 +230,8 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := d.Spec.Template.Annotations[keys.RolloutAnnotation]; ok || d.Generation != 1 {
-		t.Errorf("victim-db was restarted on the pod's word: %s=%q, generation %d", keys.RolloutAnnotation, got, d.Generation)
+	if got, ok := d.Spec.Template.Annotations[keys.RestartedAtAnnotation]; ok || d.Generation != 1 {
+		t.Errorf("victim-db was restarted on the pod's word: %s=%q, generation %d", keys.RestartedAtAnnotation, got, d.Generation)
 	}
 	evs, err := c.Events(ns, "Deployment", "victim-db")
 	if err != nil {
