@@ -32,11 +32,7 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 	if st == nil {
 		return problems
 	}
-	for _, k := range sortedAnnotationKeys(pod.Annotations) {
-		if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) {
-			problems = append(problems, checkConfig(k, pod.Annotations[k], cat)...)
-		}
-	}
+	problems = append(problems, CheckConfigAnnotations(pod, cat)...)
 	requested, parseProblems := ParsePlugins(pod.Annotations[keys.PluginsAnnotation])
 	problems = append(problems, parseProblems...)
 	if !slices.Equal(requested, st.Plugins) {
@@ -157,6 +153,22 @@ func ownedContainers(pod *corev1.Pod, st *Status, also []string) []corev1.Contai
 		}
 	}
 	return out
+}
+
+// CheckConfigAnnotations checks each config annotation the pod carries
+// against its plugin's catalog config, injected or not: the kubelet projects
+// the annotation into the sidecar as plugin.yaml, so one that is not the
+// catalog's runs commands the admin never gave. The webhook refuses them on
+// CREATE and UPDATE; doctor asks the same of pods that got past it (created
+// or edited while it was down or under failurePolicy Ignore).
+func CheckConfigAnnotations(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
+	var problems []Problem
+	for _, k := range sortedAnnotationKeys(pod.Annotations) {
+		if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) {
+			problems = append(problems, checkConfig(k, pod.Annotations[k], cat)...)
+		}
+	}
+	return problems
 }
 
 // checkConfig: a config annotation must carry its plugin's catalog config.

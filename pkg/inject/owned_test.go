@@ -153,3 +153,23 @@ func TestCreateWithForgedStatus(t *testing.T) {
 		t.Errorf("copy image behind a forged status: %s %s", r.Decision, r.Message())
 	}
 }
+
+func TestCheckConfigAnnotations(t *testing.T) {
+	cat := testCat(t)
+	if got := CheckConfigAnnotations(injected(t), cat); len(got) != 0 {
+		t.Errorf("an injected pod's own config: %v", got)
+	}
+	edited := injected(t)
+	edited.Annotations[keys.ConfigAnnotationPrefix+"helm"] = "kind: ConfigManagementPlugin\nspec: {generate: {command: [sh, -c, evil]}}"
+	edited.Annotations[keys.ConfigAnnotationPrefix+"nosuch"] = "x"
+	got := CheckConfigAnnotations(edited, cat)
+	if len(got) != 2 || got[0].Reason != ReasonNotCatalog || !strings.Contains(got[0].Message, `differs from plugin "helm"'s config`) ||
+		!strings.Contains(got[1].Message, `plugin "nosuch" has no inline config`) {
+		t.Errorf("edited configs: %v", got)
+	}
+	// Not injected: the same check, whoever set the annotation.
+	plain := pod(map[string]string{keys.PluginsAnnotation: "helm", keys.ConfigAnnotationPrefix + "helm": "evil"}, nil)
+	if got := CheckConfigAnnotations(plain, cat); len(got) != 1 {
+		t.Errorf("a config annotation on a pod not injected: %v", got)
+	}
+}
