@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -20,6 +21,9 @@ import (
 type doctorReport struct {
 	OK     bool          `json:"ok"`
 	Groups []*checkGroup `json:"groups"`
+	// SkippedPods counts, per namespace, the labelled pods in namespaces
+	// the webhook does not select: doctor does not check them.
+	SkippedPods map[string]int `json:"skippedPods,omitempty"`
 }
 
 type checkGroup struct {
@@ -33,6 +37,9 @@ type check struct {
 	// Hint says what to do about a failed check.
 	Hint string     `json:"hint,omitempty"`
 	Pod  *podReport `json:"pod,omitempty"`
+	// podID is the pod a check is about (ns/name), and its Message starts
+	// with it: the text output summarises checks that differ only in it.
+	podID string
 }
 
 // group returns the group called name, made on first use.
@@ -52,10 +59,10 @@ func (g *checkGroup) fail(msg, hint string) {
 	g.Checks = append(g.Checks, &check{Message: msg, Hint: hint})
 }
 func (g *checkGroup) passPod(p *podReport, msg string) {
-	g.Checks = append(g.Checks, &check{OK: true, Message: msg, Pod: p})
+	g.Checks = append(g.Checks, &check{OK: true, Message: msg, Pod: p, podID: p.Namespace + "/" + p.Name})
 }
 func (g *checkGroup) failPod(p *podReport, msg, hint string) {
-	g.Checks = append(g.Checks, &check{Message: msg, Hint: hint, Pod: p})
+	g.Checks = append(g.Checks, &check{Message: msg, Hint: hint, Pod: p, podID: p.Namespace + "/" + p.Name})
 }
 
 func (r *doctorReport) failed() int {
@@ -70,6 +77,47 @@ func (r *doctorReport) failed() int {
 	return n
 }
 
+// summaryMin is how many pods must share a finding before the text output
+// prints it once for all of them (-o json keeps every pod's check).
+const summaryMin = 6
+
+// summaryShown is how many of those pods the summary line names.
+const summaryShown = 5
+
+// finding is the checks of one group that say the same about different pods.
+type finding struct {
+	checks []*check
+}
+
+// key is a check's message without the pod it is about: checks of
+// different pods with the same key are the same finding.
+func (c *check) key() string {
+	if c.podID == "" {
+		return ""
+	}
+	return fmt.Sprintf("%t\x00%s", c.OK, strings.TrimPrefix(c.Message, c.podID+": "))
+}
+
+// findings groups a group's checks by key, in the order each key first
+// appears; checks about no pod stay alone.
+func (g *checkGroup) findings() []*finding {
+	var out []*finding
+	byKey := map[string]*finding{}
+	for _, c := range g.Checks {
+		k := c.key()
+		if f := byKey[k]; k != "" && f != nil {
+			f.checks = append(f.checks, c)
+			continue
+		}
+		f := &finding{checks: []*check{c}}
+		if k != "" {
+			byKey[k] = f
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 func (r *doctorReport) writeText(w io.Writer) {
 	for i, g := range r.Groups {
 		if i > 0 {
@@ -77,15 +125,40 @@ func (r *doctorReport) writeText(w io.Writer) {
 		}
 		fmt.Fprintln(w, g.Name)
 		fmt.Fprintln(w, "------------------------------")
+		// A finding of a few pods is printed check by check, in place; a
+		// big one once, where its first check is.
+		big := map[*check]*finding{}
+		for _, f := range g.findings() {
+			if len(f.checks) >= summaryMin {
+				for _, c := range f.checks {
+					big[c] = f
+				}
+			}
+		}
 		for _, c := range g.Checks {
-			mark := "✔"
-			if !c.OK {
-				mark = "✘"
+			f := big[c]
+			if f == nil {
+				writeCheck(w, c.OK, c.Message, c.Hint)
+				continue
 			}
-			fmt.Fprintf(w, "%s %s\n", mark, c.Message)
-			if !c.OK && c.Hint != "" {
-				fmt.Fprintf(w, "    hint: %s\n", c.Hint)
+			if c != f.checks[0] {
+				continue
 			}
+			// Thousands of pods with one finding (an attack run printed
+			// 2,805 lines) hide the one that differs: say it once.
+			var ids []string
+			for _, o := range f.checks[:summaryShown] {
+				ids = append(ids, o.podID)
+			}
+			msg := fmt.Sprintf("%d pods: %s (first %d: %s, …)", len(f.checks), strings.TrimPrefix(c.Message, c.podID+": "), summaryShown, strings.Join(ids, ", "))
+			hint := c.Hint
+			for _, o := range f.checks[1:] {
+				if o.Hint != c.Hint {
+					hint = "for " + c.podID + ", likewise for each: " + c.Hint
+					break
+				}
+			}
+			writeCheck(w, c.OK, msg, hint)
 		}
 	}
 	fmt.Fprintln(w)
@@ -93,6 +166,17 @@ func (r *doctorReport) writeText(w io.Writer) {
 		fmt.Fprintf(w, "Status: %d check(s) failed\n", n)
 	} else {
 		fmt.Fprintln(w, "Status: all checks passed")
+	}
+}
+
+func writeCheck(w io.Writer, ok bool, msg, hint string) {
+	mark := "✔"
+	if !ok {
+		mark = "✘"
+	}
+	fmt.Fprintf(w, "%s %s\n", mark, msg)
+	if !ok && hint != "" {
+		fmt.Fprintf(w, "    hint: %s\n", hint)
 	}
 }
 
