@@ -300,7 +300,6 @@ func catalogSource(dep *appsv1.Deployment) (name, key string) {
 
 func (d *doctor) checkNamespaces(ctx context.Context) {
 	g := d.report.group("namespaces")
-	d.enabled = map[string]bool{}
 	sel := labels.SelectorFromSet(labels.Set{keys.NamespaceEnabledLabel: keys.EnabledValue})
 	if len(d.webhooks) > 0 {
 		if s, err := metav1.LabelSelectorAsSelector(d.webhooks[0].hook.NamespaceSelector); err == nil {
@@ -309,9 +308,12 @@ func (d *doctor) checkNamespaces(ctx context.Context) {
 	}
 	list, err := d.client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
+		// enabled stays nil: checkPods then checks every labelled pod
+		// rather than skip them all.
 		g.fail("cannot list namespaces: "+err.Error(), "")
 		return
 	}
+	d.enabled = map[string]bool{}
 	var names []string
 	for _, n := range list.Items {
 		d.enabled[n.Name] = true

@@ -145,6 +145,15 @@ func TestDoctorSkipsPodsOutsideEnabledNamespaces(t *testing.T) {
 	if strings.Contains(text.String(), "noise") {
 		t.Errorf("a skipped pod is named:\n%s", text.String())
 	}
+	if d.report.SkippedPods["tenant-a"] != 3 || d.report.SkippedPods["tenant-b"] != 1 {
+		t.Errorf("skippedPods %v", d.report.SkippedPods)
+	}
+	// With the namespaces unknown (their list failed), nothing is skipped.
+	unknown := &doctor{client: pagingClient(pods, &limits, nil), cat: d.cat}
+	unknown.checkPods(context.Background())
+	if n := len(unknown.report.group("repo-server pods").Checks); n != len(pods) || unknown.report.SkippedPods != nil {
+		t.Errorf("namespaces unknown: %d checks for %d pods, skipped %v", n, len(pods), unknown.report.SkippedPods)
+	}
 }
 
 // 3,000 pods with the same finding print one line, listed 500 at a time;
