@@ -478,10 +478,6 @@ func (d *doctor) checkPodState(ctx context.Context, g *checkGroup, pod *corev1.P
 		}
 	}
 	switch {
-	case !pr.Injected && d.enabled != nil && !d.enabled[pod.Namespace]:
-		g.failPod(pr, id+": not injected: its namespace is not selected by the webhook",
-			"kubectl label namespace "+pod.Namespace+" "+keys.NamespaceEnabledLabel+"="+keys.EnabledValue+", then restart the pod's owner")
-		return true
 	case !pr.Injected && d.cat == nil:
 		g.failPod(pr, id+": not injected (no catalog to say why)", "")
 		return true
