@@ -383,7 +383,7 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 	var reviewers []*http.Client
 	for i := 0; i < 2; i++ {
 		c := &http.Client{Timeout: 10 * time.Second, Transport: ts.client.Transport.(*http.Transport).Clone()}
-		defer c.CloseIdleConnections()
+		t.Cleanup(c.CloseIdleConnections)
 		resp, err := c.Post(ts.webhookURL+"/mutate", "application/json", bytes.NewReader(podReview("u", "argocd", []byte(testPod), false)))
 		if err != nil {
 			t.Fatal(err)

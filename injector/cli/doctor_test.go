@@ -246,7 +246,7 @@ func TestDoctorMemoryWithLargePods(t *testing.T) {
 	const n = 3000
 	cat := loadTestCatalog(t)
 	foreign := strings.Repeat("x", 10<<10)
-	fields := &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:example.com/blob":{}}}}`)}
+	fields := metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:example.com/blob":{}}}}`)
 	pods := make([]*corev1.Pod, 0, n)
 	for i := range n {
 		p := repoServerPod("argocd", fmt.Sprintf("repo-%04d", i))

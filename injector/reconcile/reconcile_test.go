@@ -99,18 +99,14 @@ func namespace(name string, enabled bool) *corev1.Namespace {
 	return ns
 }
 
-// catalogVar is a catalog a test may swap, as the server's reloader does.
+// catalogVar is the catalog the reconciler reads, behind the lock the
+// server's reloader would take.
 type catalogVar struct {
 	mu  sync.Mutex
 	cat *catalog.Catalog
 }
 
 func (c *catalogVar) get() *catalog.Catalog { c.mu.Lock(); defer c.mu.Unlock(); return c.cat }
-func (c *catalogVar) set(cat *catalog.Catalog) {
-	c.mu.Lock()
-	c.cat = cat
-	c.mu.Unlock()
-}
 
 type testReconciler struct {
 	*Reconciler

@@ -40,7 +40,7 @@ func TestStripPod(t *testing.T) {
 	pod.Annotations[keys.ConfigAnnotationPrefix+"other"] = blob
 	pod.Annotations[keys.ImageAnnotationPrefix+"other"] = "x"
 	pod.Annotations[keys.ReconcilerAnnotation] = "cmp-injector/release-a"
-	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}}}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Message: blob}
 	before := pod.DeepCopy()
 
