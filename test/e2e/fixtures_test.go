@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -228,4 +229,20 @@ func denied(t *testing.T, what string, err error, want string) {
 		t.Fatalf("%s: %v, want a denial containing %q", what, err, want)
 	}
 	t.Logf("as expected, %s is denied: %s", what, apiErr.Message)
+}
+
+// preRendered is the testdata pod as `cmp-injector inject` renders it for ns
+// with in's catalog (a GitOps pipeline's pre-injected pod).
+func preRendered(t *testing.T, in *harness.Injector, ns, file string) *corev1.Pod {
+	t.Helper()
+	out, err := exec.Command(env.bins["cmp-injector"], "inject", "--catalog", in.Catalog, "--namespace", ns,
+		"-f", filepath.Join("testdata", file)).Output()
+	if err != nil {
+		t.Fatalf("cmp-injector inject: %v", err)
+	}
+	pod := loadPod(t, file)
+	if err := yaml.Unmarshal(out, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }

@@ -4,11 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -48,15 +44,7 @@ func TestInjectedPodsResistTheirAuthor(t *testing.T) {
 	})
 
 	t.Run("a forged status does not admit any image", func(t *testing.T) {
-		out, err := exec.Command(env.bins["cmp-injector"], "inject", "--catalog", in.Catalog, "--namespace", ns,
-			"-f", filepath.Join("testdata", "repo-server-pod.yaml")).Output()
-		if err != nil {
-			t.Fatalf("cmp-injector inject: %v", err)
-		}
-		forged := loadPod(t, "repo-server-pod.yaml")
-		if err := yaml.Unmarshal(out, forged); err != nil {
-			t.Fatal(err)
-		}
+		forged := preRendered(t, in, ns, "repo-server-pod.yaml")
 		forged.Name = "forged"
 		forged.Annotations[keys.StatusAnnotation] = `{"plugins":["helm"],"containers":[],"initContainers":[],"volumes":[],"revision":"x"}`
 		for i := range forged.Spec.InitContainers {
@@ -64,7 +52,7 @@ func TestInjectedPodsResistTheirAuthor(t *testing.T) {
 				forged.Spec.InitContainers[i].Image = "evil/anything:1"
 			}
 		}
-		_, err = editor.CreatePod(ns, forged, false)
+		_, err := editor.CreatePod(ns, forged, false)
 		denied(t, "a pod whose status names no container", err, `image "evil/anything:1" of container "cmp-helm" is not allowed`)
 	})
 

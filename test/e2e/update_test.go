@@ -3,12 +3,8 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -74,15 +70,7 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 	})
 
 	t.Run("an edited pre-injected pod is checked on create", func(t *testing.T) {
-		out, err := exec.Command(env.bins["cmp-injector"], "inject", "--catalog", in.Catalog, "--namespace", ns,
-			"-f", filepath.Join("testdata", "repo-server-pod.yaml")).Output()
-		if err != nil {
-			t.Fatalf("cmp-injector inject: %v", err)
-		}
-		pre := loadPod(t, "repo-server-pod.yaml")
-		if err := yaml.Unmarshal(out, pre); err != nil {
-			t.Fatal(err)
-		}
+		pre := preRendered(t, in, ns, "repo-server-pod.yaml")
 		pre.Name = "pre-rendered"
 		if _, err := editor.CreatePod(ns, pre.DeepCopy(), true); err != nil {
 			t.Fatalf("untouched pre-injected pod refused: %v", err)
