@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,9 +263,14 @@ func TestDoctorMemoryWithLargePods(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	base, totalBase := ms.HeapAlloc, ms.TotalAlloc
 	peak := base
+	// The sampler goroutine and the paging reactor both sample.
+	var mu sync.Mutex
 	sample := func() {
-		runtime.ReadMemStats(&ms)
-		peak = max(peak, ms.HeapAlloc)
+		var now runtime.MemStats
+		runtime.ReadMemStats(&now)
+		mu.Lock()
+		peak = max(peak, now.HeapAlloc)
+		mu.Unlock()
 	}
 	// Also sampled every few milliseconds while doctor runs, so that what it
 	// holds between pages counts too.
