@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -174,6 +176,79 @@ func TestOpenShiftAssignedUIDs(t *testing.T) {
 					t.Errorf("%s: runAsUser %s, runAsNonRoot %v; want %s and true", c.Name, got, c.SecurityContext.RunAsNonRoot, tc.want)
 				}
 			}
+		})
+	}
+}
+
+// TestInstallPathPodsBoot boots the injected containers of the argo-helm and
+// operator repo-server pods (the golden inputs' templates, as their
+// ReplicaSets create them): the copy container fills the chart's own
+// var-files volume, the helm sidecar listens on the chart's plugins volume and
+// generates a chart's manifests.
+func TestInstallPathPodsBoot(t *testing.T) {
+	startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm"}}))
+	ns := newNamespace(t, "pathboot", enabledNS)
+	waitActive(t, ns)
+	for i, file := range []string{"argo-helm-repo-server.yaml", "operator-repo-server.yaml"} {
+		t.Run(strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(goldenInputs, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var dep struct {
+				Spec struct {
+					Template corev1.PodTemplateSpec `json:"template"`
+				} `json:"spec"`
+			}
+			if err := yaml.Unmarshal(b, &dep); err != nil {
+				t.Fatal(err)
+			}
+			pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+			pod.Name = fmt.Sprintf("path-%d", i)
+			// Only the injected containers are booted, and the boot reads no
+			// ConfigMaps: Argo CD's own ConfigMap volumes (ssh known hosts)
+			// and the repo-server's mounts of them are left out.
+			var vols []corev1.Volume
+			for _, v := range pod.Spec.Volumes {
+				if v.ConfigMap == nil {
+					vols = append(vols, v)
+				}
+			}
+			pod.Spec.Volumes = vols
+			for j := range pod.Spec.Containers {
+				var mounts []corev1.VolumeMount
+				for _, m := range pod.Spec.Containers[j].VolumeMounts {
+					if m.Name != "ssh-known-hosts" {
+						mounts = append(mounts, m)
+					}
+				}
+				pod.Spec.Containers[j].VolumeMounts = mounts
+			}
+			stored := createStored(t, ns, pod)
+			booted, sockets, err := harness.BootInjectedPod(stored, env.bins["cmp-server"], filepath.Join(env.root, fmt.Sprintf("pb%d", i)), env.logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer booted.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cl, err := client.Dial(ctx, filepath.Join(sockets, "helm.sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			reqEnv, err := harness.GuestbookApp(kubeVersion(), nil).Environ()
+			if err != nil {
+				t.Fatal(err)
+			}
+			manifests, err := cl.Generate(ctx, client.Request{RepoRoot: filepath.Join("testdata", "repo"), AppRelPath: "apps/guestbook", Env: reqEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if all := strings.Join(manifests, "\n"); !strings.Contains(all, `"name":"guestbook-guestbook"`) {
+				t.Errorf("manifests:\n%s", all)
+			}
+			t.Logf("%s: the injected helm sidecar generated %d manifests", file, len(manifests))
 		})
 	}
 }
