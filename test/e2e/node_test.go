@@ -163,6 +163,10 @@ func TestRealNode(t *testing.T) {
 	}
 	t.Run("Argo CD "+rel.Version, func(t *testing.T) { argoCases(t, rs, rel, repoURL, commit) })
 
+	t.Run("install-path pods: argo-helm's repo-server, and with an OpenShift-style UID", func(t *testing.T) {
+		checkInstallPathPodsOnNode(t, node)
+	})
+
 	t.Run("a catalog change reaches the running sidecar through the reconciler and the kubelet", func(t *testing.T) {
 		checkLiveReload(t, node, chart, rs, pod, repoURL)
 	})

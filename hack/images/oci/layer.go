@@ -24,9 +24,15 @@ import (
 type Entry struct {
 	Path string // relative to the image root, slash separated
 	Mode int64  // permission bits, plus os.ModeDir for a directory
-	UID  int    // owner (and group)
+	UID  int    // owner (and group, unless GID is set)
+	GID  *int   // group, when it is not the owner's
 	Data []byte
 	Link string // a symbolic link to Link when set
+}
+
+// GroupDir is a directory entry with mode perm owned by uid and group gid.
+func GroupDir(path string, perm int64, uid, gid int) Entry {
+	return Entry{Path: path, Mode: perm | int64(os.ModeDir), UID: uid, GID: &gid}
 }
 
 // Dir is a directory entry with mode perm.
@@ -58,7 +64,7 @@ func Layer(entries []Entry, epoch time.Time) (v1.Layer, error) {
 	tw := tar.NewWriter(&buf)
 	for _, n := range names {
 		e := all[n]
-		h := &tar.Header{Name: n, Mode: e.Mode &^ int64(os.ModeDir), ModTime: epoch, Uid: e.UID, Gid: e.UID,
+		h := &tar.Header{Name: n, Mode: e.Mode &^ int64(os.ModeDir), ModTime: epoch, Uid: e.UID, Gid: groupOf(e),
 			Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: int64(len(e.Data))}
 		switch {
 		case e.Link != "":
@@ -82,4 +88,12 @@ func Layer(entries []Entry, epoch time.Time) (v1.Layer, error) {
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// groupOf is the entry's group: its GID, else its owner's.
+func groupOf(e Entry) int {
+	if e.GID != nil {
+		return *e.GID
+	}
+	return e.UID
 }
