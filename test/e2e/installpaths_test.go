@@ -191,39 +191,8 @@ func TestInstallPathPodsBoot(t *testing.T) {
 	waitActive(t, ns)
 	for i, file := range []string{"argo-helm-repo-server.yaml", "operator-repo-server.yaml"} {
 		t.Run(strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(goldenInputs, file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var dep struct {
-				Spec struct {
-					Template corev1.PodTemplateSpec `json:"template"`
-				} `json:"spec"`
-			}
-			if err := yaml.Unmarshal(b, &dep); err != nil {
-				t.Fatal(err)
-			}
-			pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+			pod := goldenPod(t, file)
 			pod.Name = fmt.Sprintf("path-%d", i)
-			// Only the injected containers are booted, and the boot reads no
-			// ConfigMaps: Argo CD's own ConfigMap volumes (ssh known hosts)
-			// and the repo-server's mounts of them are left out.
-			var vols []corev1.Volume
-			for _, v := range pod.Spec.Volumes {
-				if v.ConfigMap == nil {
-					vols = append(vols, v)
-				}
-			}
-			pod.Spec.Volumes = vols
-			for j := range pod.Spec.Containers {
-				var mounts []corev1.VolumeMount
-				for _, m := range pod.Spec.Containers[j].VolumeMounts {
-					if m.Name != "ssh-known-hosts" {
-						mounts = append(mounts, m)
-					}
-				}
-				pod.Spec.Containers[j].VolumeMounts = mounts
-			}
 			stored := createStored(t, ns, pod)
 			booted, sockets, err := harness.BootInjectedPod(stored, env.bins["cmp-server"], filepath.Join(env.root, fmt.Sprintf("pb%d", i)), env.logFile)
 			if err != nil {
@@ -251,4 +220,47 @@ func TestInstallPathPodsBoot(t *testing.T) {
 			t.Logf("%s: the injected helm sidecar generated %d manifests", file, len(manifests))
 		})
 	}
+}
+
+// goldenPod is the pod a golden input workload's controller would create from
+// its template, without the template's ConfigMap volumes and their mounts:
+// those are Argo CD's own (ssh known hosts), which neither the pod boot nor
+// the test namespaces hold, and injection does not touch them.
+func goldenPod(t *testing.T, file string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(goldenInputs, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	dropped := map[string]bool{}
+	var vols []corev1.Volume
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil {
+			dropped[v.Name] = true
+			continue
+		}
+		vols = append(vols, v)
+	}
+	pod.Spec.Volumes = vols
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for j := range list {
+			var mounts []corev1.VolumeMount
+			for _, m := range list[j].VolumeMounts {
+				if !dropped[m.Name] {
+					mounts = append(mounts, m)
+				}
+			}
+			list[j].VolumeMounts = mounts
+		}
+	}
+	return pod
 }

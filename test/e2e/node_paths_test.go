@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -23,18 +20,6 @@ import (
 // repo-server container is a shell standing in for Argo CD's (whose own run
 // the chain covers), checking the socket the way it would list it.
 func checkInstallPathPodsOnNode(t *testing.T, node *harness.Node) {
-	b, err := os.ReadFile(filepath.Join(goldenInputs, "argo-helm-repo-server.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dep struct {
-		Spec struct {
-			Template corev1.PodTemplateSpec `json:"template"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(b, &dep); err != nil {
-		t.Fatal(err)
-	}
 	c := env.cp.Client()
 	for _, tc := range []struct {
 		name string
@@ -44,20 +29,12 @@ func checkInstallPathPodsOnNode(t *testing.T, node *harness.Node) {
 		{"openshift-uid", 1000680000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: *dep.Spec.Template.Spec.DeepCopy()}
+			pod := goldenPod(t, "argo-helm-repo-server.yaml")
 			pod.Name = "paths-" + tc.name
 			pod.Spec.NodeName = harness.NodeName
 			pod.Spec.ServiceAccountName = ""
-			// Argo CD's copyutil is Argo CD's business, and its ConfigMap
-			// volumes (ssh known hosts) are not in this namespace.
+			// Argo CD's copyutil is Argo CD's business (the chain runs it).
 			pod.Spec.InitContainers = nil
-			var vols []corev1.Volume
-			for _, v := range pod.Spec.Volumes {
-				if v.ConfigMap == nil {
-					vols = append(vols, v)
-				}
-			}
-			pod.Spec.Volumes = vols
 			rs := &pod.Spec.Containers[0]
 			rs.Image = "registry.example/e2e/shell:1"
 			rs.Args = nil
