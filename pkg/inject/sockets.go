@@ -22,35 +22,49 @@ import (
 // <name>.yaml) and can only be a warning: a denial on a guess would stop a
 // repo-server that works.
 func socketClashWarnings(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.Entry) []string {
-	if len(entries) == 0 {
-		return nil
-	}
-	volumes := map[string]*corev1.ConfigMapVolumeSource{}
+	// Most pods have no ConfigMap volume: nothing to read, nothing built
+	// (this runs on every injected pod in the webhook).
+	var volumes map[string]*corev1.ConfigMapVolumeSource
 	for i := range pod.Spec.Volumes {
 		if cm := pod.Spec.Volumes[i].ConfigMap; cm != nil {
+			if volumes == nil {
+				volumes = map[string]*corev1.ConfigMapVolumeSource{}
+			}
 			volumes[pod.Spec.Volumes[i].Name] = cm
 		}
 	}
+	if len(entries) == 0 || volumes == nil {
+		return nil
+	}
 	var out []string
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		for _, m := range c.VolumeMounts {
-			cm := volumes[m.Name]
-			if cm == nil {
+	for _, list := range [2][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			out = append(out, mountClashes(&list[i], volumes, entries)...)
+		}
+	}
+	return out
+}
+
+// mountClashes are the warnings for container c's mounts of plugin.yaml.
+func mountClashes(c *corev1.Container, volumes map[string]*corev1.ConfigMapVolumeSource, entries []*catalog.Entry) []string {
+	var out []string
+	for _, m := range c.VolumeMounts {
+		cm := volumes[m.Name]
+		if cm == nil {
+			continue
+		}
+		key := configKey(m, cm)
+		if key == "" {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimSuffix(key, ".yaml"), ".yml")
+		for _, e := range entries {
+			if name+".sock" != socketOf(e) {
 				continue
 			}
-			key := configKey(m, cm)
-			if key == "" {
-				continue
-			}
-			name := strings.TrimSuffix(strings.TrimSuffix(key, ".yaml"), ".yml")
-			for _, e := range entries {
-				if name+".sock" != socketOf(e) {
-					continue
-				}
-				out = append(out, fmt.Sprintf(
-					"container %q reads plugin.yaml from ConfigMap %q key %q: if that plugin is named %q, it creates the socket %s that the injected sidecar %q of plugin %q creates too, and the last to start takes it; rename one of them",
-					c.Name, cm.Name, key, name, socketOf(e), sidecarName(e.Name), e.Name))
-			}
+			out = append(out, fmt.Sprintf(
+				"container %q reads plugin.yaml from ConfigMap %q key %q: if that plugin is named %q, it creates the socket %s that the injected sidecar %q of plugin %q creates too, and the last to start takes it; rename one of them",
+				c.Name, cm.Name, key, name, socketOf(e), sidecarName(e.Name), e.Name))
 		}
 	}
 	return out
