@@ -122,7 +122,7 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 			stale(p, StalePluginAdded, "plugin %s: requested by the pod's %s annotation but not injected", p, keys.PluginsAnnotation)
 		}
 	}
-	uid := sidecarUID(pod, cat)
+	uid := sidecarUID(pod, repoServerIndex(pod, cat), cat)
 	for _, p := range st.Plugins {
 		e := cat.Plugins[p]
 		switch {

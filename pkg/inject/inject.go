@@ -26,7 +26,8 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
 		return skipped(ReasonNotLabelled)
 	}
-	if repoServerIndex(pod, cat) < 0 {
+	rs := repoServerIndex(pod, cat)
+	if rs < 0 {
 		// Labelled, but not a repo-server (argo-helm's global.podLabels put
 		// the label on every Argo CD workload): never denied, never changed.
 		return skipped(ReasonNotRepoServer)
@@ -43,6 +44,7 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
+	plan.repoServer = rs
 	r := apply(pod, cat, plan, patchOnly)
 	r.Warnings = socketClashWarnings(pod, cat, plan.entries)
 	return r
@@ -53,6 +55,9 @@ type plan struct {
 	plugins []string
 	entries []*catalog.Entry
 	images  map[string]string
+	// repoServer indexes the repo-server container in pod.Spec.Containers,
+	// found once per decision (repoServerIndex).
+	repoServer int
 }
 
 func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []Problem) {
@@ -176,7 +181,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	}
 	var ops patch
 	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
-	uid := sidecarUID(pod, cat)
+	uid := sidecarUID(pod, p.repoServer, cat)
 	native := cat.Defaults.NativeSidecars
 
 	enc := encodedFor(cat)
@@ -210,31 +215,30 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 	}
 
 	// The repo-server needs the socket directory.
-	if i := repoServerIndex(pod, cat); i >= 0 && !hasMountPath(pod.Spec.Containers[i], keys.PluginSocketDir) {
+	rs := p.repoServer
+	if !hasMountPath(pod.Spec.Containers[rs], keys.PluginSocketDir) {
 		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
-		base := indexPath("/spec/containers", i) + "/volumeMounts"
-		appendAll(&ops, base, len(pod.Spec.Containers[i].VolumeMounts), []json.RawMessage{enc.json(encKey{kind: "mount", name: m.Name}, m)})
+		base := indexPath("/spec/containers", rs) + "/volumeMounts"
+		appendAll(&ops, base, len(pod.Spec.Containers[rs].VolumeMounts), []json.RawMessage{enc.json(encKey{kind: "mount", name: m.Name}, m)})
 		if !patchOnly {
-			pod.Spec.Containers[i].VolumeMounts = append(pod.Spec.Containers[i].VolumeMounts, m)
+			pod.Spec.Containers[rs].VolumeMounts = append(pod.Spec.Containers[rs].VolumeMounts, m)
 		}
 	}
 
 	// The repo-server's plugin settings the catalog tunes, each unless the
 	// container sets it itself.
-	if i := repoServerIndex(pod, cat); i >= 0 {
-		if env := missingEnv(pod.Spec.Containers[i], cat.Defaults.RepoServerEnv); len(env) > 0 {
-			base := indexPath("/spec/containers", i) + "/env"
-			envJSON := make([]json.RawMessage, len(env))
-			for j, e := range env {
-				envJSON[j] = enc.json(encKey{kind: "env", name: e.Name}, e)
-			}
-			appendAll(&ops, base, len(pod.Spec.Containers[i].Env), envJSON)
-			if !patchOnly {
-				pod.Spec.Containers[i].Env = append(pod.Spec.Containers[i].Env, env...)
-			}
-			for _, e := range env {
-				status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
-			}
+	if env := missingEnv(pod.Spec.Containers[rs], cat.Defaults.RepoServerEnv); len(env) > 0 {
+		base := indexPath("/spec/containers", rs) + "/env"
+		envJSON := make([]json.RawMessage, len(env))
+		for j, e := range env {
+			envJSON[j] = enc.json(encKey{kind: "env", name: e.Name}, e)
+		}
+		appendAll(&ops, base, len(pod.Spec.Containers[rs].Env), envJSON)
+		if !patchOnly {
+			pod.Spec.Containers[rs].Env = append(pod.Spec.Containers[rs].Env, env...)
+		}
+		for _, e := range env {
+			status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
 		}
 	}
 
@@ -349,9 +353,10 @@ func hasMountPath(c corev1.Container, p string) bool {
 // runAsUser, else the pod's, else the catalog default (999; 0, meaning none,
 // under the Assigned policy, where the platform gives every container of the
 // pod the namespace's UID). Root is never inherited.
-func sidecarUID(pod *corev1.Pod, cat *catalog.Catalog) int64 {
-	if i := repoServerIndex(pod, cat); i >= 0 {
-		if sc := pod.Spec.Containers[i].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {
+// rs indexes the repo-server container (repoServerIndex), -1 for none.
+func sidecarUID(pod *corev1.Pod, rs int, cat *catalog.Catalog) int64 {
+	if rs >= 0 {
+		if sc := pod.Spec.Containers[rs].SecurityContext; sc != nil && sc.RunAsUser != nil && *sc.RunAsUser > 0 {
 			return *sc.RunAsUser
 		}
 	}

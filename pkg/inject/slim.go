@@ -21,8 +21,9 @@ import (
 // are never malformed.
 
 // slimPod mirrors corev1.Pod with the same JSON names, for what resolve,
-// apply, checkCollisions, sidecarUID, repoServerIndex and verifyOwned read. Slices keep every
-// element, since patch paths use their lengths and indexes.
+// apply, checkCollisions, sidecarUID, repoServerIndex, socketClashWarnings and
+// verifyOwned read. Slices keep every element, since patch paths use their
+// lengths and indexes.
 type slimPod struct {
 	Metadata struct {
 		Name        string            `json:"name"`
