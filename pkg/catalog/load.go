@@ -132,15 +132,7 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 		r.NativeSidecars = *d.NativeSidecars
 	}
 	r.RepoServerEnv = repoServerEnv(d.RepoServer)
-	r.RepoServerNames, r.RepoServerPrograms = DefaultRepoServerContainerNames, DefaultRepoServerPrograms
-	if rc := d.RepoServerContainer; rc != nil {
-		if rc.Names != nil {
-			r.RepoServerNames = *rc.Names
-		}
-		if rc.Programs != nil {
-			r.RepoServerPrograms = *rc.Programs
-		}
-	}
+	r.RepoServerNames, r.RepoServerPrograms = d.RepoServerContainer.resolved()
 	if d.RunAsUserPolicy == RunAsUserAssigned {
 		r.RunAsUser = 0
 	} else if d.RunAsUser != nil {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
@@ -77,10 +78,22 @@ const (
 	RunAsUserAssigned = "Assigned"
 )
 
+// resolved is rc with its defaults applied (rc may be nil: all defaults).
+func (rc *RepoServerContainer) resolved() (names, programs []string) {
+	names, programs = DefaultRepoServerContainerNames, DefaultRepoServerPrograms
+	if rc != nil && rc.Names != nil {
+		names = *rc.Names
+	}
+	if rc != nil && rc.Programs != nil {
+		programs = *rc.Programs
+	}
+	return names, programs
+}
+
 // DefaultRepoServerContainerNames are the names the install paths give the
 // repo-server container: Argo CD's manifests and the operator use
 // argocd-repo-server, argo-helm's chart repo-server (repoServer.name).
-var DefaultRepoServerContainerNames = []string{"argocd-repo-server", "repo-server"}
+var DefaultRepoServerContainerNames = []string{keys.RepoServerContainer, "repo-server"}
 
 // DefaultRepoServerPrograms is the repo-server's executable in Argo CD's image,
 // whatever the container is called.

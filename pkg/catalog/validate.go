@@ -92,13 +92,7 @@ func validateRepoServerContainer(p *problems, rc *RepoServerContainer) {
 	if rc == nil {
 		return
 	}
-	names, programs := DefaultRepoServerContainerNames, DefaultRepoServerPrograms
-	if rc.Names != nil {
-		names = *rc.Names
-	}
-	if rc.Programs != nil {
-		programs = *rc.Programs
-	}
+	names, programs := rc.resolved()
 	if len(names) == 0 && len(programs) == 0 {
 		p.addf("defaults.repoServerContainer", "names and programs are both empty: no pod would ever be recognised as a repo-server")
 	}

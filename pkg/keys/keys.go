@@ -81,7 +81,10 @@ const (
 	// ConfigAnnotationPrefix + <plugin> carries an inline plugin.yaml, written by the
 	// injector and projected into the sidecar by a downwardAPI volume.
 	ConfigAnnotationPrefix = "config.cmp-injector.io/"
-	// RepoServerContainer is the container that receives the plugins socket mount.
+	// RepoServerContainer is the repo-server container's name in Argo CD's
+	// manifests and the operator's Deployment (the catalog's first default
+	// for recognising one), and the name the reconciler gives what it adds
+	// to that container.
 	RepoServerContainer = "argocd-repo-server"
 	// CopyInitContainer is the init container that copies the plugin server into var-files.
 	CopyInitContainer = "cmp-injector-copy"
