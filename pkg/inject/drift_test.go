@@ -59,6 +59,17 @@ func injectedPod(t *testing.T, plugins string, extra map[string]string) *corev1.
 // catalogWith is the test catalog with each old string replaced by new.
 func catalogWith(t *testing.T, replacements ...string) *catalog.Catalog {
 	t.Helper()
+	c, err := catalog.Parse([]byte(catalogYAML(t, replacements...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// catalogYAML is the test catalog's text with each old string replaced by
+// new, for catalogs that must fail to load.
+func catalogYAML(t *testing.T, replacements ...string) string {
+	t.Helper()
 	y := testCatalog
 	for i := 0; i < len(replacements); i += 2 {
 		if !strings.Contains(y, replacements[i]) {
@@ -66,11 +77,7 @@ func catalogWith(t *testing.T, replacements ...string) *catalog.Catalog {
 		}
 		y = strings.Replace(y, replacements[i], replacements[i+1], 1)
 	}
-	c, err := catalog.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return y
 }
 
 func TestDriftLiveVersusStale(t *testing.T) {

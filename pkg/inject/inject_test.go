@@ -221,12 +221,9 @@ func TestStartupProbeOnlyOnNativeSidecars(t *testing.T) {
 // repoServer.emptyDir.sizeLimit): the sidecars' private /tmp too, by the
 // catalog's default or the plugin's own limit.
 func TestTmpSizeLimit(t *testing.T) {
-	src := strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, tmpSizeLimit: 1Gi}", 1)
-	src = strings.Replace(src, "    image: kustomize:5\n", "    image: kustomize:5\n    tmpSizeLimit: 256Mi\n", 1)
-	cat, err := catalog.Parse([]byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	limits := []string{"defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, tmpSizeLimit: 1Gi}",
+		"    image: kustomize:5\n", "    image: kustomize:5\n    tmpSizeLimit: 256Mi\n"}
+	cat := catalogWith(t, limits...)
 	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), "argocd", cat)
 	if r.Decision != Injected {
 		t.Fatal(r.Decision, r.Problems)
@@ -251,7 +248,7 @@ func TestTmpSizeLimit(t *testing.T) {
 			t.Errorf("volume %s bounded without a setting", v.Name)
 		}
 	}
-	_, err = catalog.Parse([]byte(strings.Replace(src, "tmpSizeLimit: 256Mi", "tmpSizeLimit: \"0\"", 1)))
+	_, err := catalog.Parse([]byte(catalogYAML(t, append(limits, "tmpSizeLimit: 256Mi", "tmpSizeLimit: \"0\"")...)))
 	if err == nil || !strings.Contains(err.Error(), "plugins.kustomize.tmpSizeLimit: must be a positive size") {
 		t.Errorf("a zero limit: %v", err)
 	}
@@ -261,11 +258,7 @@ func TestTmpSizeLimit(t *testing.T) {
 // ever written; the sidecars take the repo-server's (the SCC's preassigned
 // one) when it has one, and none when nothing in the pod sets one.
 func TestRunAsUserAssigned(t *testing.T) {
-	src := strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, runAsUserPolicy: Assigned}", 1)
-	cat, err := catalog.Parse([]byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, runAsUserPolicy: Assigned}")
 	uidOf := func(c corev1.Container) string { return uidText(c.SecurityContext) }
 	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm"}, nil), "argocd", cat)
 	for _, c := range r.Pod.Spec.InitContainers {
@@ -286,7 +279,7 @@ func TestRunAsUserAssigned(t *testing.T) {
 		"runAsUserPolicy: Assigned, runAsUser: 999": "defaults.runAsUser: must not be set with runAsUserPolicy Assigned",
 		"runAsUserPolicy: assigned":                 `defaults.runAsUserPolicy: must be Fixed or Assigned (got "assigned")`,
 	} {
-		_, err := catalog.Parse([]byte(strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, "+bad+"}", 1)))
+		_, err := catalog.Parse([]byte(catalogYAML(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, "+bad+"}")))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", bad, err, want)
 		}

@@ -76,17 +76,14 @@ func TestRepoServerMountGoesToTheRecognisedContainer(t *testing.T) {
 // The catalog decides what a repo-server is; lists that recognise nothing are
 // refused at load.
 func TestRepoServerContainerSetting(t *testing.T) {
-	cat, err := catalog.Parse([]byte(strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", `defaults: {copyImage: cmp-server:1, repoServerContainer: {names: [reposrv], programs: []}}`, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := catalogWith(t, "defaults: {copyImage: cmp-server:1}", `defaults: {copyImage: cmp-server:1, repoServerContainer: {names: [reposrv], programs: []}}`)
 	for name, want := range map[string]Reason{"reposrv": ReasonInjected, "argocd-repo-server": ReasonNotRepoServer} {
 		p := pod(map[string]string{keys.PluginsAnnotation: "helm"}, func(p *corev1.Pod) { p.Spec.Containers[0].Name = name })
 		if r := Inject(p, "argocd", cat); r.Reasons[0] != want {
 			t.Errorf("container %s: %v, want %s", name, r.Reasons, want)
 		}
 	}
-	_, err = catalog.Parse([]byte(strings.Replace(testCatalog, "defaults: {copyImage: cmp-server:1}", `defaults: {copyImage: cmp-server:1, repoServerContainer: {names: [], programs: [/bin/x]}}`, 1)))
+	_, err := catalog.Parse([]byte(catalogYAML(t, "defaults: {copyImage: cmp-server:1}", `defaults: {copyImage: cmp-server:1, repoServerContainer: {names: [], programs: [/bin/x]}}`)))
 	if err == nil {
 		t.Fatal("a setting that recognises nothing was accepted")
 	}
