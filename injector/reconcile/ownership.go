@@ -34,10 +34,11 @@ import (
 // it names only what the pod itself claims, never a Deployment, so an Event
 // on the pod cannot be used to point at someone else's workload.
 func OwnerOf(pod *corev1.Pod, rs *appsv1.ReplicaSet, dep *appsv1.Deployment) (ok bool, reason string) {
+	if pod == nil {
+		return false, "no pod"
+	}
 	ref := metav1.GetControllerOf(pod)
 	switch {
-	case pod == nil:
-		return false, "no pod"
 	case ref == nil || ref.Kind != "ReplicaSet" || groupOf(ref.APIVersion) != appsv1.GroupName:
 		return false, "the pod's controller is not a ReplicaSet"
 	case rs == nil:
@@ -89,10 +90,11 @@ func currentReplicaSet(rs *appsv1.ReplicaSet, dep *appsv1.Deployment) bool {
 // (by name and UID), sts's selector matches the pod's labels, and its pod
 // template opts in to injection.
 func StatefulSetOwnerOf(pod *corev1.Pod, sts *appsv1.StatefulSet) (ok bool, reason string) {
+	if pod == nil {
+		return false, "no pod"
+	}
 	ref := metav1.GetControllerOf(pod)
 	switch {
-	case pod == nil:
-		return false, "no pod"
 	case ref == nil || ref.Kind != "StatefulSet" || groupOf(ref.APIVersion) != appsv1.GroupName:
 		return false, "the pod's controller is not a StatefulSet"
 	case sts == nil:

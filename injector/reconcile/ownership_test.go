@@ -125,15 +125,6 @@ func TestOwnerOf(t *testing.T) {
 }
 
 func TestStatefulSetOwnerOf(t *testing.T) {
-	newSTS := func() (*appsv1.StatefulSet, *corev1.Pod) {
-		labels := map[string]string{"app": "repo", keys.InjectLabel: keys.EnabledValue}
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo", UID: "sts-uid"},
-			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "repo"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo-0", Labels: labels,
-			OwnerReferences: controllerRef("apps/v1", "StatefulSet", "repo", "sts-uid")}}
-		return sts, pod
-	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*appsv1.StatefulSet, *corev1.Pod)
@@ -218,15 +209,21 @@ func TestProveOwner(t *testing.T) {
 		}
 	})
 	t.Run("StatefulSet", func(t *testing.T) {
-		labels := map[string]string{"app": "repo", keys.InjectLabel: keys.EnabledValue}
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo", UID: "sts-uid"},
-			Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "repo"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo-0", Labels: labels,
-			OwnerReferences: controllerRef("apps/v1", "StatefulSet", "repo", "sts-uid")}}
+		sts, pod := newSTS()
 		got, err := ProveOwner(ctx, fake.NewClientset(sts), pod)
 		if err != nil || got.Ref == nil || got.Ref.Kind != "StatefulSet" || got.Deployment != nil {
 			t.Fatalf("%+v, %v", got, err)
 		}
 	})
+}
+
+// newSTS is an opted-in StatefulSet and a pod it owns.
+func newSTS() (*appsv1.StatefulSet, *corev1.Pod) {
+	labels := map[string]string{"app": "repo", keys.InjectLabel: keys.EnabledValue}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo", UID: "sts-uid"},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "repo"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "repo-0", Labels: labels,
+		OwnerReferences: controllerRef("apps/v1", "StatefulSet", "repo", "sts-uid")}}
+	return sts, pod
 }
