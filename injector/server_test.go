@@ -22,6 +22,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"go.uber.org/zap"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cmp-injector/cmp-injector/certs"
@@ -484,7 +485,7 @@ func TestUpdateReviews(t *testing.T) {
 	if r := update("u2", self, evil); !r.Allowed || r.Patch != nil {
 		t.Errorf("the injector's own update refused: %+v", r.Result)
 	}
-	relabelled := bytes.Replace(old, []byte(`"labels":{`), []byte(`"labels":{"team":"a",`), 1)
+	relabelled := withLabel(t, old, "team", "a")
 	if r := update("u3", "mallory", relabelled); !r.Allowed || r.Patch != nil {
 		t.Errorf("a label change refused: %+v", r.Result)
 	}
@@ -492,4 +493,28 @@ func TestUpdateReviews(t *testing.T) {
 	wantSample(t, m, "cmp_injector_denied_total", 1, "reason=image_not_allowed")
 	wantSample(t, m, "cmp_injector_skipped_total", 1, "reason=trusted_user")
 	wantSample(t, m, "cmp_injector_skipped_total", 1, "reason=owned_unchanged")
+}
+
+// withLabel is pod (JSON) with one more label, and fails unless that changed
+// the pod: an edit that matches nothing would make a check of "other changes
+// pass" pass without testing anything.
+func withLabel(t *testing.T, pod []byte, key, value string) []byte {
+	t.Helper()
+	var p corev1.Pod
+	if err := json.Unmarshal(pod, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, has := p.Labels[key]; has || p.Labels[keys.InjectLabel] != keys.EnabledValue {
+		t.Fatalf("pod labels %v: want %s unset and the inject label kept", p.Labels, key)
+	}
+	p.Labels[key] = value
+	out, err := json.Marshal(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back corev1.Pod
+	if err := json.Unmarshal(out, &back); err != nil || back.Labels[key] != value || bytes.Equal(out, pod) {
+		t.Fatalf("relabelling changed nothing: %s", out)
+	}
+	return out
 }

@@ -14,10 +14,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// maxPluginNameLen keeps "cmp-<name>-config", the longest name derived from a
-// plugin, within the 63 characters of a DNS-1123 label.
-const maxPluginNameLen = 63 - len(keys.SidecarPrefix) - len("-config")
-
 // ValidationError lists every problem of a catalog file, each prefixed by the
 // path of the offending field.
 type ValidationError struct {
@@ -122,8 +118,9 @@ func validatePluginName(p *problems, name string) {
 		p.addf(field, "invalid plugin name: %s", strings.Join(errs, ", "))
 		return
 	}
-	if len(name) > maxPluginNameLen {
-		p.addf(field, "plugin name longer than %d characters", maxPluginNameLen)
+	// Every name derived from it (keys.DerivedNames) must stay a DNS-1123 label.
+	if len(name) > keys.MaxPluginNameLen {
+		p.addf(field, "plugin name longer than %d characters", keys.MaxPluginNameLen)
 	}
 }
 

@@ -25,10 +25,6 @@ const (
 	probeTimeoutSeconds   = 3
 )
 
-func sidecarName(plugin string) string    { return keys.SidecarPrefix + plugin }
-func tmpVolumeName(plugin string) string  { return keys.SidecarPrefix + plugin + "-tmp" }
-func confVolumeName(plugin string) string { return keys.SidecarPrefix + plugin + "-config" }
-
 // restricted is the Pod Security "restricted" profile plus a read-only root:
 // plugins write only to their private /tmp. uid 0 sets no UID (the catalog's
 // Assigned policy): the platform assigns one, and runAsNonRoot still holds.
@@ -66,21 +62,21 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		// that every other sidecar executes.
 		{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath, ReadOnly: true},
 		{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir},
-		{Name: tmpVolumeName(e.Name), MountPath: "/tmp"},
+		{Name: keys.TmpVolumeName(e.Name), MountPath: "/tmp"},
 	}
 	switch {
 	case e.Config.ConfigMap != nil:
 		mounts = append(mounts, corev1.VolumeMount{
-			Name: confVolumeName(e.Name), MountPath: keys.PluginConfigDir + "/" + keys.PluginConfigFile,
+			Name: keys.ConfigVolumeName(e.Name), MountPath: keys.PluginConfigDir + "/" + keys.PluginConfigFile,
 			SubPath: e.Config.ConfigMap.Key, ReadOnly: true,
 		})
 	case e.InlineYAML != "":
 		mounts = append(mounts, corev1.VolumeMount{
-			Name: confVolumeName(e.Name), MountPath: keys.PluginConfigDir, ReadOnly: true,
+			Name: keys.ConfigVolumeName(e.Name), MountPath: keys.PluginConfigDir, ReadOnly: true,
 		})
 	}
 	ctr := corev1.Container{
-		Name:            sidecarName(e.Name),
+		Name:            keys.SidecarName(e.Name),
 		Image:           image,
 		ImagePullPolicy: e.ImagePullPolicy,
 		Command:         []string{keys.PluginServerPath},
@@ -113,20 +109,20 @@ func startupProbe() *corev1.Probe {
 // bakes it, its config.
 func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
 	vols := []corev1.Volume{{
-		Name:         tmpVolumeName(e.Name),
+		Name:         keys.TmpVolumeName(e.Name),
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: cat.TmpSizeLimitFor(e)}},
 	}}
 	switch {
 	case e.Config.ConfigMap != nil:
 		vols = append(vols, corev1.Volume{
-			Name: confVolumeName(e.Name),
+			Name: keys.ConfigVolumeName(e.Name),
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 				LocalObjectReference: corev1.LocalObjectReference{Name: e.Config.ConfigMap.Name},
 			}},
 		})
 	case e.InlineYAML != "":
 		vols = append(vols, corev1.Volume{
-			Name: confVolumeName(e.Name),
+			Name: keys.ConfigVolumeName(e.Name),
 			VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 				Items: []corev1.DownwardAPIVolumeFile{{
 					Path: keys.PluginConfigFile,

@@ -136,9 +136,9 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 			stale(p, StalePluginRemoved, "plugin %s: no longer enabled in namespace %s", p, pod.Namespace)
 			continue
 		}
-		c, native := findContainer(pod, sidecarName(p))
+		c, native := findContainer(pod, keys.SidecarName(p))
 		if c == nil {
-			stale(p, StaleContainerSpec, "plugin %s: container %s is missing", p, sidecarName(p))
+			stale(p, StaleContainerSpec, "plugin %s: container %s is missing", p, keys.SidecarName(p))
 			continue
 		}
 		before := len(d.Stale)
@@ -340,7 +340,7 @@ func sameProbe(have, want *corev1.Probe) bool {
 func compareConfigSource(pod *corev1.Pod, cat *catalog.Catalog, e *catalog.Entry) string {
 	var have *corev1.Volume
 	for i := range pod.Spec.Volumes {
-		if pod.Spec.Volumes[i].Name == confVolumeName(e.Name) {
+		if pod.Spec.Volumes[i].Name == keys.ConfigVolumeName(e.Name) {
 			have = &pod.Spec.Volumes[i]
 		}
 	}
@@ -358,7 +358,7 @@ func compareConfigSource(pod *corev1.Pod, cat *catalog.Catalog, e *catalog.Entry
 
 func configVolume(cat *catalog.Catalog, e *catalog.Entry) *corev1.Volume {
 	for _, v := range pluginVolumes(cat, e) {
-		if v.Name == confVolumeName(e.Name) {
+		if v.Name == keys.ConfigVolumeName(e.Name) {
 			return &v
 		}
 	}

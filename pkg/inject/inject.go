@@ -151,7 +151,7 @@ func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.E
 	want := []string{keys.CopyInitContainer}
 	var wantVols []string
 	for _, e := range entries {
-		want = append(want, sidecarName(e.Name))
+		want = append(want, keys.SidecarName(e.Name))
 		for _, v := range pluginVolumes(cat, e) {
 			wantVols = append(wantVols, v.Name)
 		}
@@ -259,7 +259,7 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 		if !patchOnly {
 			sidecars = append(sidecars, sidecar(cat, e, image, uid, native))
 		}
-		sidecarNames = append(sidecarNames, sidecarName(e.Name))
+		sidecarNames = append(sidecarNames, keys.SidecarName(e.Name))
 		sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sidecar", name: e.Name, image: image, uid: uid, native: native},
 			func() any { return sidecar(cat, e, image, uid, native) }))
 	}

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -177,14 +178,48 @@ func TestConfigMapMountUsesKeyAsSubPath(t *testing.T) {
 	}
 }
 
-// Every name the injector derives is a valid DNS-1123 label for the longest
-// plugin name the catalog accepts.
+// Every name the injector adds for a plugin is a valid DNS-1123 label for the
+// longest plugin name the catalog accepts, and the catalog accepts no name
+// one character longer unless one of those names would break: the limit is
+// asked of catalog.Parse, not computed again here.
 func TestDerivedNamesAreValid(t *testing.T) {
-	name := strings.Repeat("a", 63-len("cmp--config"))
-	for _, n := range []string{sidecarName(name), tmpVolumeName(name), confVolumeName(name)} {
-		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			t.Errorf("%s: %v", n, errs)
+	withPlugin := func(name string) (*catalog.Catalog, error) {
+		return catalog.Parse([]byte(catalogYAML(t,
+			"plugins:\n", "plugins:\n  "+name+":\n    image: x:1\n    config: {configMap: {name: c, key: k}}\n",
+			"argocd: [helm, kustomize]", "argocd: [helm, kustomize, "+name+"]")))
+	}
+	longest := 0
+	for n := 1; n <= 2*63; n++ {
+		if _, err := withPlugin(strings.Repeat("a", n)); err == nil {
+			longest = n
 		}
+	}
+	if longest == 0 {
+		t.Fatal("the catalog accepts no plugin name at all")
+	}
+	name := strings.Repeat("a", longest)
+	cat, _ := withPlugin(name)
+	p := pod(map[string]string{keys.PluginsAnnotation: name}, nil)
+	r := Inject(p, "argocd", cat)
+	if r.Decision != Injected {
+		t.Fatalf("a %d-character plugin name: %s %v", longest, r.Decision, r.Problems)
+	}
+	added := slices.Concat(r.Status.Containers, r.Status.InitContainers, r.Status.Volumes)
+	if !slices.Contains(added, keys.ConfigVolumeName(name)) || !slices.Contains(added, keys.TmpVolumeName(name)) {
+		t.Fatalf("the injected pod lacks the plugin's volumes: %v", added)
+	}
+	for _, n := range added {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			t.Errorf("a %d-character plugin name gives %s: %v", longest, n, errs)
+		}
+	}
+	// The limit is no tighter than the names need.
+	tight := false
+	for _, n := range keys.DerivedNames(name + "a") {
+		tight = tight || len(validation.IsDNS1123Label(n)) > 0
+	}
+	if !tight {
+		t.Errorf("the catalog refuses %d-character plugin names, whose derived names %v are all valid", longest+1, keys.DerivedNames(name+"a"))
 	}
 }
 

@@ -42,7 +42,7 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 	}
 	want := []string{keys.CopyInitContainer}
 	for _, p := range requested {
-		want = append(want, sidecarName(p))
+		want = append(want, keys.SidecarName(p))
 	}
 	present := map[string]bool{}
 	for _, c := range ownedContainers(pod, st, want) {

@@ -64,7 +64,7 @@ func mountClashes(c *corev1.Container, volumes map[string]*corev1.ConfigMapVolum
 			}
 			out = append(out, fmt.Sprintf(
 				"container %q reads plugin.yaml from ConfigMap %q key %q: if that plugin is named %q, it creates the socket %s that the injected sidecar %q of plugin %q creates too, and the last to start takes it; rename one of them",
-				c.Name, cm.Name, key, name, socketOf(e), sidecarName(e.Name), e.Name))
+				c.Name, cm.Name, key, name, socketOf(e), keys.SidecarName(e.Name), e.Name))
 		}
 	}
 	return out

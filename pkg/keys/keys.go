@@ -88,7 +88,8 @@ const (
 	RepoServerContainer = "argocd-repo-server"
 	// CopyInitContainer is the init container that copies the plugin server into var-files.
 	CopyInitContainer = "cmp-injector-copy"
-	// SidecarPrefix + <plugin> names each plugin's sidecar container.
+	// SidecarPrefix + <plugin> names each plugin's sidecar container (and
+	// starts its volumes' names: see SidecarName).
 	SidecarPrefix = "cmp-"
 	// CopyServerBinary is where the plugin server binary lives inside the copy image.
 	CopyServerBinary = "/usr/local/bin/cmp-server"
@@ -139,3 +140,33 @@ const (
 // command ends the server finds what is left of it by this variable, even a
 // process that left the command's process group (setsid) and lost its parent.
 const EnvCommandID = "CMP_SERVER_COMMAND_ID"
+
+// Names derived from a plugin's name: its sidecar and the sidecar's two
+// volumes. Each must be a DNS-1123 label (at most 63 characters), which is
+// what bounds the length of a plugin's name in the catalog.
+const (
+	// TmpVolumeSuffix ends the name of a sidecar's private /tmp volume.
+	TmpVolumeSuffix = "-tmp"
+	// ConfigVolumeSuffix ends the name of the volume carrying a sidecar's plugin.yaml.
+	ConfigVolumeSuffix = "-config"
+	// MaxPluginNameLen is the longest plugin name whose derived names all
+	// fit in a DNS-1123 label.
+	MaxPluginNameLen = maxDNSLabel - len(SidecarPrefix) - max(len(TmpVolumeSuffix), len(ConfigVolumeSuffix))
+
+	maxDNSLabel = 63
+)
+
+// SidecarName is the name of plugin's sidecar container.
+func SidecarName(plugin string) string { return SidecarPrefix + plugin }
+
+// TmpVolumeName is the name of plugin's private /tmp volume.
+func TmpVolumeName(plugin string) string { return SidecarPrefix + plugin + TmpVolumeSuffix }
+
+// ConfigVolumeName is the name of the volume carrying plugin's plugin.yaml.
+func ConfigVolumeName(plugin string) string { return SidecarPrefix + plugin + ConfigVolumeSuffix }
+
+// DerivedNames are every name derived from plugin, for checks that must
+// cover them all.
+func DerivedNames(plugin string) []string {
+	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin)}
+}
