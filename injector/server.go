@@ -160,6 +160,10 @@ func New(cfg Options, log *zap.Logger) *Server {
 				log.Error("catalog rejected; keeping the previous version", zap.String("file", cfg.CatalogFile), zap.Error(err))
 			}
 		},
+		Recovered: func(c *catalog.Catalog) {
+			s.metrics.catalogOK.Set(1)
+			log.Info("catalog file readable again with the version in use", zap.String("revision", c.Revision))
+		},
 	})
 	s.certs = NewCertReloader(cfg.CertFile, cfg.KeyFile,
 		func(notAfter time.Time) {

@@ -14,12 +14,17 @@ type Hooks struct {
 	// Failed is called when a changed file cannot be read or is invalid; the
 	// previous catalog stays in use.
 	Failed func(error)
+	// Recovered is called with the catalog in use when the file, unreadable
+	// at the previous Reload, is readable again with that catalog's content:
+	// nothing is reinstalled, but the failure Failed reported is over.
+	Recovered func(*Catalog)
 }
 
 // Watcher keeps the newest valid catalog of a file. Who polls it calls Reload
 // (the injector does, from a serving.Poller that fingerprints the file's
 // content: a ConfigMap volume updates by swapping a symlink, which inotify on
-// the file misses). Reload itself skips content it has seen.
+// the file misses). Reload itself skips content it has seen, unless the
+// previous Reload could not read the file.
 type Watcher struct {
 	path  string
 	hooks Hooks
@@ -28,6 +33,11 @@ type Watcher struct {
 	mu      sync.Mutex
 	last    [sha256.Size]byte
 	tried   bool
+	// lastValid says whether the content hashed in last parsed, i.e. is the
+	// current catalog's; unreadable whether the previous Reload failed to
+	// read the file at all.
+	lastValid  bool
+	unreadable bool
 }
 
 // NewWatcher returns a watcher; nothing is read before the first Reload.
@@ -45,17 +55,33 @@ func (w *Watcher) Reload() (bool, error) {
 	defer w.mu.Unlock()
 	data, err := os.ReadFile(w.path)
 	if err != nil {
+		w.unreadable = true
 		w.fail(err)
 		return false, err
 	}
 	sum := sha256.Sum256(data)
+	wasUnreadable := w.unreadable
+	w.unreadable = false
 	if w.tried && sum == w.last {
-		return false, nil
+		switch {
+		case !wasUnreadable:
+			return false, nil
+		case w.lastValid:
+			// Back after a read error with the catalog in use: the metric
+			// the failure set must recover now, not at the next edit.
+			if w.hooks.Recovered != nil {
+				w.hooks.Recovered(w.current.Load())
+			}
+			return false, nil
+		}
+		// The same invalid version is back: its error is reported again,
+		// since the read error replaced it.
 	}
 	// Remember the hash even on failure so a bad version is reported once, not
 	// on every poll.
 	w.last, w.tried = sum, true
 	c, err := Parse(data)
+	w.lastValid = err == nil
 	if err != nil {
 		w.fail(err)
 		return false, err

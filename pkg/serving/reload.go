@@ -16,7 +16,10 @@ import (
 type Fingerprint func() (string, error)
 
 // Poller calls OnChange whenever Fingerprint's value differs from the one seen
-// last. It polls rather than using inotify: the kubelet updates configMap,
+// last, and when it can be computed again after an error even if the value is
+// the one seen before: the error was reported to OnChange, so its end must be
+// too (a file that vanishes for a moment and comes back unchanged would
+// otherwise stay reported as failed). It polls rather than using inotify: the kubelet updates configMap,
 // secret and downwardAPI volumes by swapping a "..data" symlink to a new
 // directory, which a watch on the file itself never sees, and an editor's
 // save may replace the file (rename) or rewrite it in place. Reading a small
@@ -26,7 +29,8 @@ type Poller struct {
 	Fingerprint Fingerprint
 	// OnChange gets the new fingerprint, or the error computing it (reported
 	// once per distinct error, so a file that stays missing is not logged on
-	// every poll).
+	// every poll). After an error it gets the next fingerprint computed,
+	// changed or not.
 	OnChange func(fp string, err error)
 	last     string
 	lastErr  string
@@ -53,8 +57,9 @@ func (p *Poller) Check() bool {
 		p.OnChange("", err)
 		return true
 	}
+	recovered := p.lastErr != ""
 	p.lastErr = ""
-	if fp == p.last {
+	if fp == p.last && !recovered {
 		return false
 	}
 	p.last = fp

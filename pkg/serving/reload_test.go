@@ -81,3 +81,44 @@ func TestTreeStatSeesNewFilesAndSkips(t *testing.T) {
 		t.Error("a new file did not change the fingerprint")
 	}
 }
+
+// TestPollerReportsRecoveryWithSameContent: a file that vanishes for a moment
+// and comes back unchanged was reported as failed, so its return is reported
+// too; without it the catalog health metric the failure set stayed 0.
+func TestPollerReportsRecoveryWithSameContent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(file, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	p := &serving.Poller{Fingerprint: serving.FileHash(file), OnChange: func(fp string, err error) {
+		if err != nil {
+			calls = append(calls, "error")
+			return
+		}
+		calls = append(calls, fp)
+	}}
+	p.Prime()
+	if p.Check() {
+		t.Fatal("an unchanged file after Prime was reported")
+	}
+	if err := os.Rename(file, file+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Check() {
+		t.Fatal("the missing file was not reported")
+	}
+	if err := os.Rename(file+".away", file); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Check() {
+		t.Fatal("the file back with the same content was not reported")
+	}
+	if p.Check() {
+		t.Error("the unchanged file was reported again")
+	}
+	want, _ := serving.FileHash(file)()
+	if len(calls) != 2 || calls[0] != "error" || calls[1] != want {
+		t.Errorf("OnChange calls %v, want [error %s]", calls, want)
+	}
+}
