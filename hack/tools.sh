@@ -148,6 +148,82 @@ cmpbench_version() {
   echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/cmpbench/main.go" | cut -c1-12)"
 }
 
+# The version matrix (make e2e-matrix) builds any served release the same way
+# as the pinned ones, from a tools module generated into the cache (never into
+# the clone): its go.mod requires the release and carries the release's own
+# replace block, with the monorepo's ./staging paths turned into the published
+# modules of the same release (a dependency's replaces do not apply).
+#
+#   kube@vX.Y.Z    bin/kube-apiserver-X.Y and bin/kube-controller-manager-X.Y
+#   argocd@vX.Y.Z  bin/argocd-X.Y and bin/repoclient-X.Y
+#
+# matrix_module DIR MODULE VERSION REPLACE-SED: write DIR/go.mod; prints the go
+# toolchain the release needs (local, or $ARGOCD_GO when it asks for a newer Go).
+matrix_module() {
+  local dir=$1 mod=$2 v=$3 sedexpr=$4 gomod golines goline
+  gomod=$(GOTOOLCHAIN=$ARGOCD_GO go mod download -json "$mod@$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod" ] || { log "no go.mod for $mod@$v"; return 1; }
+  golines=$(grep -E '^(go|godebug) ' "$gomod")
+  goline=$(echo "$golines" | sed -n 's/^go //p')
+  mkdir -p "$dir"
+  {
+    echo "module cmp-injector-matrix/$(basename "$dir")"
+    echo
+    echo "$golines"
+    echo
+    echo "require $mod $v"
+    echo
+    echo "replace ("
+    # The release's replace block, single-line and parenthesised forms alike.
+    awk '/^replace \($/{inb=1; next} inb && /^\)/{inb=0; next} inb{print; next} /^replace [^(]/{sub(/^replace /,""); print}' "$gomod" |
+      sed -E "$sedexpr" | grep -v '=> \./' || true
+    echo ")"
+  } >"$dir/go.mod"
+  if [ "$(printf '%s\n%s\n' "$goline" "$(go env GOVERSION | sed 's/^go//')" | sort -V | tail -1)" = "$(go env GOVERSION | sed 's/^go//')" ]; then
+    echo local
+  else
+    echo "$ARGOCD_GO"
+  fi
+}
+
+build_matrix_kube() {
+  local out=$1 v=$2 dir minor tc
+  dir="$CACHE/.modules/kube-$v"
+  minor=$(echo "$v" | cut -d. -f2)
+  # A release that is (or was) a pin is already built: reuse it.
+  if [ -x "$CACHE/kube-apiserver-$v/kube-apiserver" ] && [ -x "$CACHE/kube-controller-manager-$v/kube-controller-manager" ]; then
+    cp "$CACHE/kube-apiserver-$v/kube-apiserver" "$out/kube-apiserver-1.$minor"
+    cp "$CACHE/kube-controller-manager-$v/kube-controller-manager" "$out/kube-controller-manager-1.$minor"
+    return
+  fi
+  tc=$(matrix_module "$dir" k8s.io/kubernetes "$v" "s#=> \./staging/src/(k8s.io/[a-z0-9-]+)\$#=> \1 v0.${v#v1.}#")
+  GOTOOLCHAIN=$tc build_k8s "$dir" kube-apiserver "$out/kube-apiserver-1.$minor" "$v"
+  GOTOOLCHAIN=$tc build_k8s "$dir" kube-controller-manager "$out/kube-controller-manager-1.$minor" "$v"
+}
+
+build_matrix_argocd() {
+  local out=$1 v=$2 dir major short tc src f
+  major=$(echo "$v" | cut -d. -f1)
+  short=$(echo "$v" | cut -d. -f1,2 | sed 's/^v//')
+  dir="$CACHE/.modules/argocd-$v"
+  # Argo CD's ./gitops-engine: from v3.6 the published gitops-engine/v3 module of
+  # the same release; before that the replace is dropped and the pseudo-version
+  # the release requires is taken from the proxy (a cell says so if it is not served).
+  tc=$(matrix_module "$dir" "github.com/argoproj/argo-cd/$major" "$v" \
+    "s#^(.*gitops-engine/v3) => \./gitops-engine\$#\1 => github.com/argoproj/argo-cd/gitops-engine/v3 $v#")
+  mkdir -p "$dir/repoclient"
+  sed "s#github.com/argoproj/argo-cd/v3/#github.com/argoproj/argo-cd/$major/#" \
+    "$ROOT/test/e2e/tools/argocd/repoclient/main.go" >"$dir/repoclient/main.go"
+  (cd "$dir" && GOTOOLCHAIN=$tc go build -trimpath -ldflags "$(argocd_ldflags "$major" "$v")" \
+    -o "$out/argocd-$short" "github.com/argoproj/argo-cd/$major/cmd" &&
+    GOTOOLCHAIN=$tc go build -trimpath -o "$out/repoclient-$short" ./repoclient)
+  src=$(cd "$dir" && GOTOOLCHAIN=$tc go list -m -f '{{.Dir}}' "github.com/argoproj/argo-cd/$major")
+  # The scripts the image ships next to the binary, where the release has them.
+  for f in $ARGOCD_IMAGE_SCRIPTS; do
+    if [ -f "$src/hack/$f" ]; then install -m 0755 "$src/hack/$f" "$out/$f"; else : >"$out/$f"; chmod 0755 "$out/$f"; fi
+  done
+}
+
 # apt_install CMD PACKAGE [FILE]: Debian packages for what the Go module proxy
 # does not serve.
 apt_install() {
@@ -208,6 +284,15 @@ one() {
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
   golangci-lint) cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint ;;
   promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
+  kube@v*)
+    m=$(echo "${1#kube@}" | cut -d. -f1,2 | sed 's/^v//')
+    cached "kube-apiserver-$m" "${1#kube@}" build_matrix_kube "kube-controller-manager-$m"
+    link "kube-controller-manager-$m" "$CACHE/kube-apiserver-$m-${1#kube@}" ;;
+  argocd@v*)
+    m=$(echo "${1#argocd@}" | cut -d. -f1,2 | sed 's/^v//')
+    # shellcheck disable=SC2086
+    cached "argocd-$m" "${1#argocd@}" build_matrix_argocd "repoclient-$m" $ARGOCD_IMAGE_SCRIPTS
+    link "repoclient-$m" "$CACHE/argocd-$m-${1#argocd@}" ;;
   *) log "unknown tool $1"; exit 2 ;;
   esac
 }

@@ -20,3 +20,9 @@ PROMETHEUS_VERSION=v0.315.0
 # golangci-lint runs staticcheck, unused, errorlint, gocritic and misspell in
 # make lint (.golangci.yml). Built from the Go module proxy like every tool.
 GOLANGCI_LINT_VERSION=v2.15.0
+
+# make e2e-matrix (test/e2e/cmd/matrix): the newest patch the Go module proxy
+# served on 2026-11-26 of every Kubernetes minor from the oldest README promised
+# (1.27) to the newest served, and of every Argo CD minor from v2.10 to v3.6.
+MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15 v1.27.16"
+MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.2.12 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.14 v2.10.18"

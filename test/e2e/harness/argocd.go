@@ -33,10 +33,20 @@ type ArgoRelease struct {
 
 // ArgoReleases are the releases the suite renders through: the newest v3 (its
 // repo-server calls CheckPluginConfiguration first) and the newest v2.12 (the
-// MatchRepository-first generation).
+// MatchRepository-first generation), or the one build E2E_ARGOCD names (e.g.
+// argocd-2.10:repoclient-2.10, the bin/ names hack/tools.sh argocd@vX.Y.Z
+// builds), which is how make e2e-matrix walks every Argo CD minor.
 func ArgoReleases() ([]ArgoRelease, error) {
+	rels := []ArgoRelease{newestArgo, {Tool: "argocd-v2", ClientTool: "repoclient-v2"}}
+	if v := os.Getenv(ArgoReleaseEnv); v != "" {
+		tool, client, ok := strings.Cut(v, ":")
+		if !ok || tool == "" || client == "" {
+			return nil, fmt.Errorf("%s=%q: want ARGOCD-TOOL:REPOCLIENT-TOOL, e.g. argocd-2.10:repoclient-2.10", ArgoReleaseEnv, v)
+		}
+		rels = []ArgoRelease{{Tool: tool, ClientTool: client}}
+	}
 	var out []ArgoRelease
-	for _, r := range []ArgoRelease{newestArgo, {Tool: "argocd-v2", ClientTool: "repoclient-v2"}} {
+	for _, r := range rels {
 		r, err := r.probe()
 		if err != nil {
 			return nil, err
@@ -45,6 +55,10 @@ func ArgoReleases() ([]ArgoRelease, error) {
 	}
 	return out, nil
 }
+
+// ArgoReleaseEnv names the one Argo CD build (its two bin/ tools) the suite
+// renders through instead of the pinned pair.
+const ArgoReleaseEnv = "E2E_ARGOCD"
 
 // NewestArgoRelease is the newest v3 alone, for what needs one release (the
 // demo, which builds only it; the real node).

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed documents are what render makes of the committed results: a
+// hand edit of either table, or of README's block, fails here.
+func TestDocumentsAreGenerated(t *testing.T) {
+	root := filepath.Join("..", "..", "..", "..")
+	res, err := loadResults(filepath.Join(root, "docs", "compatibility.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "compatibility.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != renderDoc(res) {
+		t.Error("docs/compatibility.md is not what docs/compatibility.json renders to: run go run ./test/e2e/cmd/matrix -render")
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := replaceBlock(string(readme), renderReadme(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(readme) != want {
+		t.Error("README's compatibility block is not what docs/compatibility.json renders to: run go run ./test/e2e/cmd/matrix -render")
+	}
+}
+
+func TestScenariosFromGoTestJSON(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Test":"TestA"}`,
+		`{"Action":"output","Test":"TestA","Output":"    a_test.go:10: helm install took 2s\n"}`,
+		`{"Action":"pass","Test":"TestA","Elapsed":3.5}`,
+		`{"Action":"run","Test":"TestB"}`,
+		`{"Action":"output","Test":"TestB/sub","Output":"    b_test.go:20: first log\n"}`,
+		`{"Action":"output","Test":"TestB/sub","Output":"    b_test.go:21: pod was denied: not_repo_server\n"}`,
+		`{"Action":"output","Test":"TestB/sub","Output":"--- FAIL: TestB/sub (1.00s)\n"}`,
+		`{"Action":"fail","Test":"TestB/sub","Elapsed":1}`,
+		`{"Action":"fail","Test":"TestB","Elapsed":2}`,
+		`not json`,
+		`{"Action":"skip","Test":"TestC","Elapsed":0}`,
+		`{"Action":"fail","Elapsed":9}`,
+	}, "\n")
+	got := scenarios(strings.NewReader(in))
+	want := []Scenario{
+		{Name: "TestA", Result: "pass", Seconds: 3.5},
+		{Name: "TestB", Result: "fail", Seconds: 2, Reason: "b_test.go:21: pod was denied: not_repo_server"},
+		{Name: "TestC", Result: "skip"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("scenario %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestSummaryGroupsReleases(t *testing.T) {
+	rows := []Row{
+		{Version: "v1.37.2", Build: "ok", Scenarios: []Scenario{{Name: "TestA", Result: "pass"}}},
+		{Version: "v1.30.14", Build: "cached", Scenarios: []Scenario{{Name: "TestA", Result: "fail"}, {Name: "TestB", Result: "pass"}}},
+		{Version: "v1.27.16", Build: "failed", BuildReason: "undefined: x"},
+	}
+	got := summary(rows)
+	want := "every scenario passes on v1.37.2; fails on v1.30.14 (TestA); cannot be built here: v1.27.16"
+	if got != want {
+		t.Errorf("summary:\n got %s\nwant %s", got, want)
+	}
+	if summary(nil) != "not run yet" {
+		t.Errorf("summary of nothing: %q", summary(nil))
+	}
+}
+
+func TestRowsSortNewestFirst(t *testing.T) {
+	rows := []Row{{Version: "v1.9.0"}, {Version: "v1.37.2"}, {Version: "v1.10.1"}}
+	sortRows(rows)
+	if rows[0].Version != "v1.37.2" || rows[1].Version != "v1.10.1" || rows[2].Version != "v1.9.0" {
+		t.Errorf("order: %v", rows)
+	}
+}
+
+func TestBuildFailureLine(t *testing.T) {
+	out := "tools: building x\ngo: downloading a v1\n# k8s.io/foo\n../x.go:3:2: undefined: Bar\nexit status 1\n"
+	if got := buildFailure(out, nil); got != "../x.go:3:2: undefined: Bar" {
+		t.Errorf("got %q", got)
+	}
+}
