@@ -10,6 +10,7 @@
 # Tools: helm kustomize protoc protoc-gen-go protoc-gen-go-grpc etcd
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
+#        argocd-operator
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
@@ -148,6 +149,14 @@ cmpbench_version() {
   echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/cmpbench/main.go" | cut -c1-12)"
 }
 
+# argocd-operator's manager from test/e2e/tools/argocd-operator; the suite runs it
+# against its apiserver and applies the CRDs from the same module's config/crd.
+build_argocd_operator() {
+  (cd "$ROOT/test/e2e/tools/argocd-operator" && go build -trimpath \
+    -ldflags "-s -w -X github.com/argoproj-labs/argocd-operator/version.Version=${2#v}" \
+    -o "$1/argocd-operator" github.com/argoproj-labs/argocd-operator/cmd)
+}
+
 # The version matrix (make e2e-matrix) builds any served release the same way
 # as the pinned ones, from a tools module generated into the cache (never into
 # the clone): its go.mod requires the release and carries the release's own
@@ -278,6 +287,7 @@ one() {
   argocd-v2) cached argocd-v2 "$ARGOCD_V2_VERSION" build_argocd_v2 $ARGOCD_IMAGE_SCRIPTS ;;
   repoclient) cached repoclient "$(repoclient_version "$ARGOCD_VERSION")" build_repoclient ;;
   repoclient-v2) cached repoclient-v2 "$(repoclient_version "$ARGOCD_V2_VERSION")" build_repoclient_v2 ;;
+  argocd-operator) cached argocd-operator "$ARGOCD_OPERATOR_VERSION" build_argocd_operator ;;
   cmpbench) cached cmpbench "$(cmpbench_version "$ARGOCD_VERSION")" build_cmpbench ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;

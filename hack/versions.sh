@@ -10,6 +10,12 @@ ARGOCD_VERSION=v3.6.1
 ARGOCD_GO=go1.27.4
 ARGOCD_V2_VERSION=v2.12.13
 
+# argocd-operator, whose manager reconciles an ArgoCD resource into the
+# repo-server Deployment in the end-to-end suite: the newest release the Go module
+# proxy served on 2026-11-26 (its version list answers 403; v0.15.0, v0.16.0,
+# v0.17.0 and v0.18.0 were served, v0.15.1, v0.16.1, v0.17.1, v0.18.1, v0.19.0 not).
+ARGOCD_OPERATOR_VERSION=v0.18.0
+
 # actionlint checks .github/workflows in make lint.
 ACTIONLINT_VERSION=v1.7.12
 
