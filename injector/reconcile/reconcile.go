@@ -4,6 +4,11 @@
 // cannot take makes it stale, which Events, a metric and the status annotation
 // say. One replica acts at a time, chosen through a Lease.
 //
+// What it does about a pod is decided by plan (plan.go), a pure function of
+// the pod, the catalog, the pod's proven owner and this replica's memory;
+// the executor here reads those, through the caller's context, and carries
+// the plan's steps out.
+//
 // What it guarantees, and what it trusts: it caches only pods in enabled
 // namespaces and only what it reads of them (scope.go); it restarts or names
 // a workload only when the cluster proves the workload owns the pod
@@ -16,8 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -343,7 +346,8 @@ func (r *Reconciler) next(ctx context.Context, q workqueue.TypedRateLimitingInte
 	return true
 }
 
-// reconcile brings one pod current, or records and reports that it is stale.
+// reconcile brings one pod current, or records and reports that it is
+// stale: it reads what the plan needs, plans, and carries the plan out.
 func (r *Reconciler) reconcile(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -362,56 +366,90 @@ func (r *Reconciler) reconcile(ctx context.Context, key string) error {
 		r.forget(key)
 		return nil
 	}
-	// Never touch a pod the injector did not inject or one on its way out.
-	if _, ok := pod.Annotations[keys.StatusAnnotation]; !ok || pod.DeletionTimestamp != nil {
+	return r.sync(ctx, pod)
+}
+
+// sync plans for pod and carries the plan out.
+func (r *Reconciler) sync(ctx context.Context, pod *corev1.Pod) error {
+	key := pod.Namespace + "/" + pod.Name
+	return r.execute(ctx, key, pod, plan(r.input(ctx, key, pod)))
+}
+
+// input reads what plan needs about pod: the catalog, the owner when a step
+// needs it (through ctx, the term's: losing the Lease cancels the lookup),
+// and this replica's memory of the pod.
+func (r *Reconciler) input(ctx context.Context, key string, pod *corev1.Pod) planInput {
+	in := newInput(pod, r.opts.Catalog(), r.self, r.opts.Rollout, time.Now())
+	if ownerWanted(in) {
+		in.Owner, in.OwnerErr = ProveOwner(ctx, r.opts.Client, pod)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if dep := in.Owner.Deployment; dep != nil {
+		in.RolledFor = r.rolled[dep.UID]
+	}
+	in.Unproven = r.unproven[key]
+	return in
+}
+
+// execute carries out p for the pod at key: the backoff from another
+// release first, then each step in order, stopping at the first failed
+// write (the queue retries the pod).
+func (r *Reconciler) execute(ctx context.Context, key string, pod *corev1.Pod, p podPlan) error {
+	switch {
+	case p.Forget:
 		r.forget(key)
 		return nil
-	}
-	cat := r.opts.Catalog()
-	if cat == nil {
+	case p.Idle:
 		return nil
 	}
-	d, err := inject.CheckDrift(pod, cat)
-	if err != nil {
-		r.log.Warn("injected pod has an unreadable status; leaving it alone", zap.String("pod", key), zap.Error(err))
-		r.setStale(key, nil)
-		return nil
-	}
-	r.setStale(key, d.Stale)
-	patch := d.Patch(pod)
-	// Another release's mark matters only when this one would act on the
-	// pod: patch it, or (rollout: auto) restart its Deployment.
-	wouldAct := patch != nil || (r.opts.Rollout == RolloutAuto && len(d.Stale) > 0)
-	if other := otherWriter(pod, r.self); other != "" && wouldAct {
+	r.setStale(key, p.Stale)
+	if p.Conflict != "" {
 		if wait, started := r.conflicts.hold(key, time.Now()); wait > 0 {
 			if started {
 				r.metrics.conflicts.Inc()
-				msg := fmt.Sprintf("last patched by the reconciler of release %s, whose catalog differs from this one's (revision %s); "+
-					"leaving the pod to it for %s instead of patching it back. Two cmp-injector releases look after this namespace: "+
-					"narrow their namespace selectors so that one does", other, cat.Revision, wait)
-				r.log.Warn("another release's reconciler patched this pod; backing off", zap.String("pod", key),
-					zap.String("release", other), zap.String("self", r.self), zap.Duration("wait", wait))
-				r.recorder.Event(pod, corev1.EventTypeWarning, EventConflict, msg)
+				r.run(ctx, pod, conflictSteps(pod, p.Conflict, r.self, p.Revision, wait))
 			}
 			return &backoffError{after: wait}
 		}
-		// Waited long enough: take the pod back (and mark it ours, below).
-		// The other release, if it runs, now waits twice as long as before.
-		if patch == nil {
-			patch = map[string]string{}
-		}
 	}
-	if patch == nil {
-		return r.rollout(ctx, pod, d, cat)
-	}
-	patch[keys.ReconcilerAnnotation] = r.self
-	if err := r.patchPod(ctx, pod, patch); err != nil {
-		r.metrics.patches.WithLabelValues("error").Inc()
+	if err := r.run(ctx, pod, p.Steps); err != nil {
 		return err
 	}
-	r.metrics.patches.WithLabelValues("success").Inc()
-	r.report(ctx, pod, d, cat)
-	return r.rollout(ctx, pod, d, cat)
+	return p.Retry
+}
+
+// run carries out steps in order until one fails.
+func (r *Reconciler) run(ctx context.Context, pod *corev1.Pod, steps []step) error {
+	key := pod.Namespace + "/" + pod.Name
+	for _, s := range steps {
+		switch {
+		case s.PatchPod != nil:
+			if err := r.patchPod(ctx, pod, s.PatchPod); err != nil {
+				r.metrics.patches.WithLabelValues("error").Inc()
+				return err
+			}
+			r.metrics.patches.WithLabelValues("success").Inc()
+		case s.Restart != nil:
+			if err := r.restart(ctx, s.Restart); err != nil {
+				return err
+			}
+		case s.Event != nil:
+			r.recorder.Event(s.Event.On, s.Event.Type, s.Event.Reason, s.Event.Message)
+		case s.Log != nil:
+			if s.Log.Warn {
+				r.log.Warn(s.Log.Msg, s.Log.Fields...)
+			} else {
+				r.log.Info(s.Log.Msg, s.Log.Fields...)
+			}
+		case s.Unproven != "":
+			r.mu.Lock()
+			r.unproven[key] = s.Unproven
+			r.mu.Unlock()
+			r.metrics.ownerUnproven.Inc()
+		}
+	}
+	return nil
 }
 
 // patchPod sets the annotations with a merge patch carrying the pod's
@@ -428,35 +466,18 @@ func (r *Reconciler) patchPod(ctx context.Context, pod *corev1.Pod, ann map[stri
 	return err
 }
 
-// report logs and sends Events for what the patch changed.
-func (r *Reconciler) report(ctx context.Context, pod *corev1.Pod, d *inject.Drift, cat *catalog.Catalog) {
-	key := pod.Namespace + "/" + pod.Name
-	if len(d.Live) > 0 {
-		names := slices.Sorted(maps.Keys(d.Live))
-		msg := fmt.Sprintf("catalog revision %s: plugin.yaml updated (%v); the sidecars reload it without a restart", cat.Revision, names)
-		r.log.Info("plugin config updated live", zap.String("pod", key), zap.String("revision", cat.Revision), zap.Strings("annotations", names))
-		r.recorder.Event(pod, corev1.EventTypeNormal, EventConfigUpdated, msg)
+// restart patches the Deployment and remembers the revision it restarted
+// it for.
+func (r *Reconciler) restart(ctx context.Context, s *restart) error {
+	if _, err := r.opts.Client.AppsV1().Deployments(s.Namespace).Patch(ctx, s.Name, types.StrategicMergePatchType, s.Body,
+		metav1.PatchOptions{FieldManager: "cmp-injector"}); err != nil {
+		return fmt.Errorf("restarting Deployment %s: %w", s.Name, err)
 	}
-	// Reported once per change, not once per resync: the status already
-	// lists these differences when they were reported before.
-	if len(d.Stale) == 0 || slices.Equal(d.Recorded.Stale, d.Stale) {
-		return
-	}
-	msg := fmt.Sprintf("not current with catalog revision %s until restarted: %s", cat.Revision, d.StaleMessage())
-	r.log.Warn("injected pod is stale", zap.String("pod", key), zap.String("revision", cat.Revision), zap.String("differences", d.StaleMessage()))
-	r.recorder.Event(pod, corev1.EventTypeWarning, EventStale, msg)
-	// The workload hears of it only when it is proven to own the pod: an
-	// Event on someone else's Deployment is what the pod's word alone could
-	// otherwise produce.
-	owner, err := ProveOwner(ctx, r.opts.Client, pod)
-	switch {
-	case err != nil:
-		r.log.Warn("cannot read the stale pod's owner; the Event is on the pod only", zap.String("pod", key), zap.Error(err))
-	case owner.Ref != nil:
-		r.recorder.Event(owner.Ref, corev1.EventTypeWarning, EventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg))
-	case owner.Reason != "":
-		r.log.Info("the stale pod's owner is not proven; the Event is on the pod only", zap.String("pod", key), zap.String("reason", owner.Reason))
-	}
+	r.mu.Lock()
+	r.rolled[s.UID] = s.Revision
+	r.mu.Unlock()
+	r.metrics.rollouts.Inc()
+	return nil
 }
 
 // forget drops what is known of a pod that is gone or no longer looked after.

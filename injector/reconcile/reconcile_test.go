@@ -338,14 +338,14 @@ func TestRolloutSurvivesAnOperator(t *testing.T) {
 	client := fake.NewClientset(namespace("argocd", true), repo.dep, repo.rs, pod)
 	count := countPatches(client)
 	r := newTestReconciler(t, client, "release-a", catR3(t), RolloutAuto)
-	// rollout is called directly, without leading (whose loop would roll too).
+	// The pod is synced directly, without leading (whose loop would roll too).
 	r.recorder = record.NewFakeRecorder(10)
 	d, err := inject.CheckDrift(pod, catR3(t))
 	if err != nil || len(d.Stale) == 0 {
 		t.Fatalf("the fixture is not stale under r3: %+v, %v", d, err)
 	}
 	ctx := context.Background()
-	if err := r.rollout(ctx, pod, d, catR3(t)); err != nil {
+	if err := r.sync(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	dep, err := client.AppsV1().Deployments("argocd").Get(ctx, repo.dep.Name, metav1.GetOptions{})
@@ -363,7 +363,7 @@ func TestRolloutSurvivesAnOperator(t *testing.T) {
 	if _, err := client.AppsV1().Deployments("argocd").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rollout(ctx, pod, d, catR3(t)); err != nil {
+	if err := r.sync(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	if n := count.of("deployments", repo.dep.Name); n != 1 {
