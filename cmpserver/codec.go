@@ -40,6 +40,24 @@ func (m *encodedManifests) add(doc []byte) error {
 	return nil
 }
 
+// adopt adds doc, which the caller gives up, as its own chunk: a large
+// document is then held once, not copied next to the buffer it was made in.
+// The next document starts a new chunk.
+func (m *encodedManifests) adopt(doc []byte) {
+	var head [1 + binary.MaxVarintLen64]byte
+	h := append(head[:0], 0x0a)
+	h = binary.AppendUvarint(h, uint64(len(doc)))
+	last := len(m.chunks) - 1
+	if last >= 0 && cap(m.chunks[last])-len(m.chunks[last]) >= len(h) {
+		m.chunks[last] = append(m.chunks[last], h...)
+	} else {
+		m.chunks = append(m.chunks, append([]byte(nil), h...))
+	}
+	m.chunks = append(m.chunks, doc[:len(doc):len(doc)])
+	m.size += len(h) + len(doc)
+	m.count++
+}
+
 // codec is gRPC's proto codec, except that an *encodedManifests is sent as is.
 // gRPC checks the size against the send limit as for any message.
 type codec struct{ encoding.CodecV2 }

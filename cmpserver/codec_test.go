@@ -12,16 +12,25 @@ import (
 
 // TestEncodedManifestsMatchProto: the response built in wire form is byte for
 // byte what proto.Marshal makes of a ManifestResponse with the same manifests,
-// across chunk boundaries and for documents larger than a chunk.
+// across chunk boundaries and for documents larger than a chunk, added
+// (copied) or adopted (kept as their own chunk) alike.
 func TestEncodedManifestsMatchProto(t *testing.T) {
+	for _, adopt := range []bool{false, true} {
+		testEncodedManifests(t, adopt)
+	}
+}
+
+func testEncodedManifests(t *testing.T, adopt bool) {
 	for _, docs := range [][]string{
 		nil,
 		{`{"kind":"ConfigMap"}`},
 		{"a", strings.Repeat("b", 200), strings.Repeat("c", manifestChunk-10), "d", strings.Repeat("e", 3*manifestChunk), "f"},
 	} {
 		var m encodedManifests
-		for _, d := range docs {
-			if err := m.add([]byte(d)); err != nil {
+		for i, d := range docs {
+			if adopt && i%2 == 1 {
+				m.adopt([]byte(d))
+			} else if err := m.add([]byte(d)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -34,7 +43,7 @@ func TestEncodedManifestsMatchProto(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got.Materialize(), want) || got.Len() != m.size || m.count != len(docs) {
-			t.Errorf("%d manifests: encoding differs from proto.Marshal (%d bytes, want %d)", len(docs), got.Len(), len(want))
+			t.Errorf("adopt %v, %d manifests: encoding differs from proto.Marshal (%d bytes, want %d)", adopt, len(docs), got.Len(), len(want))
 		}
 		var back pluginpb.ManifestResponse
 		if err := proto.Unmarshal(got.Materialize(), &back); err != nil || len(back.Manifests) != len(docs) {

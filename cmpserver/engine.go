@@ -112,9 +112,9 @@ func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) 
 	return ws, nil
 }
 
-// generate runs init then generate in the app dir and calls emit with each
-// object of the output, as JSON (valid only during the call).
-func (e *Engine) generate(ctx context.Context, ws *workspace, emit func(doc []byte) error) error {
+// generate runs init then generate in the app dir and hands sink each object
+// of the output, as JSON.
+func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifestSink) error {
 	if e.serial != nil {
 		select {
 		case e.serial <- struct{}{}:
@@ -138,7 +138,7 @@ func (e *Engine) generate(ctx context.Context, ws *workspace, emit func(doc []by
 	if empty, _ := out.empty(); empty {
 		e.log.Warn("generate printed nothing: zero manifests")
 	}
-	return splitManifestStream(out.reader(), emit)
+	return splitManifestStream(out.reader(), sink)
 }
 
 // match evaluates the first configured discovery rule only, as Argo CD does.

@@ -43,10 +43,10 @@ type LocalRequest struct {
 func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 	var out []string
 	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) error {
-		return e.generate(ctx, ws, func(doc []byte) error {
+		return e.generate(ctx, ws, sinkFunc(func(doc []byte) error {
 			out = append(out, string(doc))
 			return nil
-		})
+		}))
 	})
 	return out, err
 }

@@ -42,7 +42,7 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *workspace) error {
 		// A run on a shared tree that was changed is run again (withRepo).
 		manifests = encodedManifests{}
-		if err := cfg.engine.generate(ctx, ws, manifests.add); err != nil {
+		if err := cfg.engine.generate(ctx, ws, &manifests); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
 		}
 		return nil
