@@ -202,6 +202,12 @@ func TestRealChain(t *testing.T) {
 		argoRelease(t, i+1, rel, gen, repoURL, commit)
 	}
 
+	// 4b. argo-helm's repo-server, as chart 10.x renders it with the
+	// podLabels/podAnnotations opt-in (the install-path golden input), created
+	// by a Deployment of its own beside the plain one: Argo CD's repo-server of
+	// the newest release renders every case through its injected sidecars.
+	argoHelmRelease(t, rels[0], repoURL, commit)
+
 	// 5. helm upgrade with a changed catalog: the running injector serves it
 	// once the kubelet (here: the boot) re-projects the ConfigMap.
 	t.Run("helm upgrade changes the catalog", func(t *testing.T) {
@@ -317,7 +323,13 @@ func addArgoSidecar(t *testing.T, image string) {
 	if err := c.Apply("/api/v1/namespaces/"+chainNS+"/configmaps", argoSidecar+"-plugin", cm); err != nil {
 		t.Fatal(err)
 	}
-	patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"spec":{
+	patchDeployment(t, argoSidecarPatch(image), true)
+}
+
+// argoSidecarPatch is the strategic merge patch that adds argoSidecar (running
+// image's argocd-cmp-server) to a repo-server Deployment shaped like Argo CD's.
+func argoSidecarPatch(image string) string {
+	return fmt.Sprintf(`{"spec":{"template":{"spec":{
 		"containers":[{"name":%[1]q,"image":%[2]q,"command":["/var/run/argocd/argocd-cmp-server"],
 			"securityContext":{"runAsNonRoot":true,"runAsUser":999,"readOnlyRootFilesystem":true,"allowPrivilegeEscalation":false,
 				"capabilities":{"drop":["ALL"]},"seccompProfile":{"type":"RuntimeDefault"}},
@@ -326,7 +338,7 @@ func addArgoSidecar(t *testing.T, image string) {
 				{"name":%[1]q,"mountPath":"/home/argocd/cmp-server/config/plugin.yaml","subPath":"plugin.yaml"},
 				{"name":"%[1]s-tmp","mountPath":"/tmp"}]}],
 		"volumes":[{"name":%[1]q,"configMap":{"name":"%[1]s-plugin"}},{"name":"%[1]s-tmp","emptyDir":{}}]}}}}`,
-		argoSidecar, image), true)
+		argoSidecar, image)
 }
 
 // argoRelease boots the newest rollout's pod (generation gen) with Argo CD
@@ -386,4 +398,118 @@ func sortedManifests(t *testing.T, ms []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// argoHelmName is the argo-helm-shaped Deployment of the chain. Its selector
+// and pod labels name it apart from the plain repo-server's, because two
+// Deployments whose selectors overlap fight over each other's pods; the
+// injector recognises a repo-server by its container, not by these labels.
+const argoHelmName = "argo-helm-repo-server"
+
+// argoHelmRelease creates the argo-helm repo-server Deployment (the golden
+// input, images of rel, every plugin the cases use, the hand-made Argo CD
+// sidecar the parity case compares with), boots its injected pod and runs
+// the Argo CD cases through it; the Deployment is deleted afterwards so the
+// later steps see the plain repo-server alone.
+func argoHelmRelease(t *testing.T, rel harness.ArgoRelease, repoURL, commit string) {
+	t.Run("argo-helm repo-server, Argo CD "+rel.Version, func(t *testing.T) {
+		c := env.cp.Client()
+		b, err := os.ReadFile(filepath.Join(goldenInputs, "argo-helm-repo-server.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The chart pins another Argo CD release; the booted binaries are rel's.
+		b = []byte(strings.ReplaceAll(string(b), "quay.io/argoproj/argocd:v3.4.4", rel.Image()))
+		var dep map[string]any
+		if err := yaml.Unmarshal(b, &dep); err != nil {
+			t.Fatal(err)
+		}
+		setPath(t, dep, argoHelmName, "metadata", "name")
+		setPath(t, dep, argoHelmName, "spec", "selector", "matchLabels", "app.kubernetes.io/name")
+		setPath(t, dep, argoHelmName, "spec", "template", "metadata", "labels", "app.kubernetes.io/name")
+		// Quoted, as repoServer.podAnnotations renders a string.
+		setPath(t, dep, "helm, kustomize, params, broken", "spec", "template", "metadata", "annotations", "cmp-injector.io/plugins")
+		restoreArgoHelmRender(t, dep)
+		if err := c.Apply("/apis/apps/v1/namespaces/"+chainNS+"/deployments", argoHelmName, dep); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete("/apis/apps/v1/namespaces/" + chainNS + "/deployments/" + argoHelmName) })
+		gen, err := c.PatchDeployment(chainNS, argoHelmName, []byte(argoSidecarPatch(rel.Image())), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.WaitRollout(chainNS, argoHelmName, "app.kubernetes.io/name="+argoHelmName, gen, 1, true, 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := &r.Pods[0]
+		start := time.Now()
+		rs, err := harness.BootRepoServer(c, pod, rel, env.bins["cmp-server"], filepath.Join(env.root, "argo-helm"), env.logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Stop()
+		t.Logf("argo-helm pod %s booted (%d containers running, repo-server healthy) in %s",
+			pod.Name, len(rs.Pod.Processes()), time.Since(start).Round(time.Millisecond))
+		if err := c.ReportReady(chainNS, pod.Name); err != nil {
+			t.Fatal(err)
+		}
+		argoCases(t, rs, rel, repoURL, commit)
+	})
+}
+
+// setPath sets obj's nested field, creating the maps on the way.
+func setPath(t *testing.T, obj map[string]any, value any, path ...string) {
+	t.Helper()
+	m := obj
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			if m[k] != nil {
+				t.Fatalf("%s is not an object", strings.Join(path, "."))
+			}
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = value
+}
+
+// restoreArgoHelmRender adds back what chart 10.x renders on the repo-server
+// that the golden input leaves out (injection neither reads nor changes it,
+// so the goldens stay small): Argo CD's repo-server exits at start without its
+// GnuPG keyring directory, and reaches Redis by the address in
+// argocd-cmd-params-cm. Names, keys and paths are the chart's
+// (templates/argocd-repo-server/deployment.yaml).
+func restoreArgoHelmRender(t *testing.T, dep map[string]any) {
+	t.Helper()
+	spec := dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	mounts := []any{
+		map[string]any{"name": "tls-certs", "mountPath": "/app/config/tls"},
+		map[string]any{"name": "gpg-keys", "mountPath": "/app/config/gpg/source"},
+		map[string]any{"name": "gpg-keyring", "mountPath": "/app/config/gpg/keys"},
+		map[string]any{"name": "argocd-repo-server-tls", "mountPath": "/app/config/reposerver/tls"},
+	}
+	for _, c := range spec["containers"].([]any) {
+		c := c.(map[string]any)
+		if c["name"] == "repo-server" {
+			c["volumeMounts"] = append(c["volumeMounts"].([]any), mounts...)
+			// As on the plain repo-server of the chain: Argo CD's documented
+			// switch for clusters that do not verify commit signatures (the
+			// image's GnuPG is not on a test machine).
+			c["env"] = append(c["env"].([]any),
+				map[string]any{"name": "ARGOCD_GPG_ENABLED", "value": "false"},
+				map[string]any{"name": "REDIS_SERVER", "valueFrom": map[string]any{"configMapKeyRef": map[string]any{
+					"name": "argocd-cmd-params-cm", "key": "redis.server", "optional": true}}},
+				map[string]any{"name": "REDIS_PASSWORD", "valueFrom": map[string]any{"secretKeyRef": map[string]any{
+					"name": "argocd-redis", "key": "auth", "optional": true}}})
+		}
+	}
+	spec["volumes"] = append(spec["volumes"].([]any),
+		map[string]any{"name": "tls-certs", "configMap": map[string]any{"name": "argocd-tls-certs-cm"}},
+		map[string]any{"name": "gpg-keys", "configMap": map[string]any{"name": "argocd-gpg-keys-cm"}},
+		map[string]any{"name": "gpg-keyring", "emptyDir": map[string]any{}},
+		map[string]any{"name": "argocd-repo-server-tls", "secret": map[string]any{"secretName": "argocd-repo-server-tls", "optional": true}},
+	)
 }

@@ -173,7 +173,7 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 		Objects:       c,
 		LogTo:         logTo,
 		Rewrite: func(ctr corev1.Container, argv []string) []string {
-			if ctr.Name != "argocd-repo-server" {
+			if !runsRepoServer(argv) {
 				return argv
 			}
 			return append(argv, "--address=127.0.0.1", "--port="+strconv.Itoa(port),
@@ -207,6 +207,19 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 
 // Stop ends every container of the pod.
 func (rs *RepoServer) Stop() { rs.Pod.Stop() }
+
+// runsRepoServer reports whether a container's command line runs Argo CD's
+// repo-server: install paths name the container differently (argocd-repo-server
+// in Argo CD's manifests and the operator's, repo-server in argo-helm's), the
+// program is the same.
+func runsRepoServer(argv []string) bool {
+	for _, a := range argv {
+		if filepath.Base(a) == "argocd-repo-server" {
+			return true
+		}
+	}
+	return false
+}
 
 // NodeRepoServer is the repo-server of a pod the real node runs, at its pod
 // address: repoclient calls it from inside the node's network.
