@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -307,6 +308,14 @@ func (c *Client) NewestReplicaSet(ns, name, selector string) (*appsv1.ReplicaSet
 	return nil, &dep, fmt.Errorf("no ReplicaSet of revision %q yet", rev)
 }
 
+// templateOf reports whether rs runs dep's pod template, as the Deployment
+// controller compares them: equal but for the pod-template-hash label.
+func templateOf(rs *appsv1.ReplicaSet, dep *appsv1.Deployment) bool {
+	t := rs.Spec.Template.DeepCopy()
+	delete(t.Labels, "pod-template-hash")
+	return equality.Semantic.DeepEqual(*t, dep.Spec.Template)
+}
+
 // Rollout is a Deployment's newest ReplicaSet and its live pods.
 type Rollout struct {
 	ReplicaSet appsv1.ReplicaSet
@@ -327,6 +336,13 @@ func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, rep
 		}
 		if dep.Status.ObservedGeneration < minGeneration {
 			return false, fmt.Errorf("the Deployment controller has not seen generation %d", minGeneration)
+		}
+		// The controller can observe a generation without making its
+		// ReplicaSet: a template change seen together with a replicas change
+		// is first handled as a scaling event (status updated, no new
+		// ReplicaSet), so the revision's ReplicaSet can still be the old one.
+		if !templateOf(rs, dep) {
+			return false, fmt.Errorf("ReplicaSet %s is not of the Deployment's current template yet", rs.Name)
 		}
 		pods, err := c.ListPods(ns, "pod-template-hash="+rs.Labels["pod-template-hash"])
 		if err != nil {
