@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestDoctorLeavesLabelledNonRepoServersAlone(t *testing.T) {
 	repo := labelled("argocd-repo-server-0", "repo-server", "/usr/local/bin/argocd-repo-server")
 	d := &doctor{client: fake.NewClientset(server, repo), cat: cat, enabled: map[string]bool{"argocd": true}}
 	d.checkPods(context.Background())
-	got := map[string]*check{}
+	got := map[string]*Result{}
 	for _, c := range d.report.group("repo-server pods").Checks {
 		got[c.Pod.Name] = c
 	}
@@ -131,7 +131,7 @@ func TestDoctorSkipsPodsOutsideEnabledNamespaces(t *testing.T) {
 	d := &doctor{client: pagingClient(pods, &limits, nil), cat: loadTestCatalog(t), enabled: map[string]bool{"argocd": true}}
 	d.checkPods(context.Background())
 	var text strings.Builder
-	d.report.writeText(&text)
+	d.report.WriteText(&text)
 	for _, c := range d.report.group("repo-server pods").Checks {
 		if c.Pod != nil && c.Pod.Namespace != "argocd" {
 			t.Errorf("a pod outside the enabled namespaces was checked: %+v", c)
@@ -169,7 +169,7 @@ func TestDoctorSummarisesRepeatedFindings(t *testing.T) {
 	d := &doctor{client: pagingClient(pods, &limits, nil), cat: loadTestCatalog(t), enabled: map[string]bool{"argocd": true}}
 	d.checkPods(context.Background())
 	var text strings.Builder
-	d.report.writeText(&text)
+	d.report.WriteText(&text)
 	lines := strings.Count(text.String(), "\n")
 	t.Logf("%d pods: %d lines of text, %d list calls (limits %v)\n%s", n, lines, len(limits), limits, text.String())
 	if lines > 20 {
@@ -193,7 +193,7 @@ func TestDoctorSummarisesRepeatedFindings(t *testing.T) {
 	small := &doctor{client: pagingClient(pods[:3], &limits, nil), cat: d.cat, enabled: d.enabled}
 	small.checkPods(context.Background())
 	text.Reset()
-	small.report.writeText(&text)
+	small.report.WriteText(&text)
 	if strings.Count(text.String(), ": not injected, though it would be now") != 3 {
 		t.Errorf("three pods are not listed one by one:\n%s", text.String())
 	}
@@ -217,14 +217,14 @@ func TestDoctorFlagsForeignConfigAnnotation(t *testing.T) {
 	var limits []int64
 	d := &doctor{client: pagingClient([]*corev1.Pod{edited, plain, clean}, &limits, nil), cat: cat, enabled: map[string]bool{"argocd": true}}
 	d.checkPods(context.Background())
-	flagged := map[string]*check{}
+	flagged := map[string]*Result{}
 	for _, c := range d.report.group("repo-server pods").Checks {
 		if c.Pod != nil && strings.Contains(c.Message, `differs from plugin "helm"'s config`) {
 			flagged[c.Pod.Name] = c
 		}
 	}
 	var text strings.Builder
-	d.report.writeText(&text)
+	d.report.WriteText(&text)
 	for _, name := range []string{"injected", "plain"} {
 		if c := flagged[name]; c == nil || c.OK || c.Hint == "" {
 			t.Errorf("%s: the hostile config is not flagged: %+v\n%s", name, c, text.String())
@@ -292,7 +292,7 @@ func TestDoctorMemoryWithLargePods(t *testing.T) {
 	d := &doctor{client: pagingClient(pods, &limits, sample), cat: cat, enabled: map[string]bool{"argocd": true}}
 	start := time.Now()
 	d.checkPods(context.Background())
-	d.report.writeText(io.Discard)
+	d.report.WriteText(io.Discard)
 	took := time.Since(start)
 	close(done)
 	<-sampled
