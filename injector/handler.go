@@ -32,23 +32,15 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	cat := s.catalog.Current()
-	var req inject.LiteRequest
-	var report *inject.Report
-	if lite, ok := decodeLite(r.Header.Get("Content-Type"), body); ok {
-		// A pod CREATE, nearly every review: decoded in one pass.
-		req, report = *lite, inject.ReviewLite(lite, cat)
-	} else {
-		review, err := DecodeReview(r.Header.Get("Content-Type"), body)
-		if err != nil {
-			re, _ := asRequestError(err)
-			s.refuse(w, re.code, re.msg)
-			return
-		}
-		full := review.Request
-		report = inject.Review(full, cat, s.trusted)
-		req = inject.LiteRequest{UID: full.UID, Name: full.Name, Namespace: full.Namespace, Operation: full.Operation, DryRun: full.DryRun}
+	// One pass over the body, whatever the operation (review.go).
+	req, err := decodeReview(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		re, _ := asRequestError(err)
+		s.refuse(w, re.code, re.msg)
+		return
 	}
+	cat := s.catalog.Current()
+	report := req.decide(cat, s.trusted)
 	resp := respond(req.UID, report)
 	dryRun := req.DryRun != nil && *req.DryRun
 	out := getBuffer()
@@ -92,10 +84,10 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads the request body, at most MaxReviewBytes, into buf, grown
-// once to the announced length (io.ReadAll doubles its way up to a large
+// readBody reads the request body, at most MaxReviewBytes (the only size
+// check), into buf, grown once to the announced length (io.ReadAll doubles its way up to a large
 // pod's review, twice its size in garbage). Nothing keeps the body after the
-// review: both decoders copy what they keep.
+// review: the decoder copies what it keeps.
 func readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxReviewBytes)
 	if n := r.ContentLength; n > 0 && n <= MaxReviewBytes {

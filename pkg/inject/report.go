@@ -5,10 +5,12 @@ package inject
 
 import (
 	"encoding/json"
+	"net/http"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -31,8 +33,9 @@ type Reason string
 const (
 	ReasonNotLabelled     Reason = "not_labelled"
 	ReasonAlreadyInjected Reason = "already_injected"
-	// ReasonNotCreate and ReasonNotPod are used by the webhook for requests it
-	// does not decide (deletes and connects, other resources, subresources).
+	// ReasonNotCreate and ReasonNotPod are the webhook's, for requests it
+	// does not review (deletes and connects, other resources, subresources):
+	// see Unreviewed.
 	ReasonNotCreate Reason = "not_create"
 	ReasonNotPod    Reason = "not_pod"
 	// ReasonNotInjected: an UPDATE of a pod the injector does not own.
@@ -96,6 +99,35 @@ type Report struct {
 	// known at admission (a hand-written sidecar's socket): the API server
 	// shows them to the client, explain prints them.
 	Warnings []string `json:"warnings,omitempty"`
+	// code is a denial's HTTP status (see Result).
+	code int32
+}
+
+// The HTTP statuses of a denial: the pod's fault (forbidden), or one of the
+// two requests the injector cannot decide.
+const (
+	codeForbidden   = http.StatusForbidden
+	codeUnavailable = http.StatusServiceUnavailable
+	codeBadRequest  = http.StatusBadRequest
+)
+
+// Allowed says whether the API server may admit the pod.
+func (r *Report) Allowed() bool { return r.Decision != Denied }
+
+// Result is the status of the admission response: nil when allowed, else the
+// denial's HTTP status, its Kubernetes reason and Message.
+func (r *Report) Result() *metav1.Status {
+	if r.Allowed() {
+		return nil
+	}
+	s := &metav1.Status{Code: r.code, Reason: metav1.StatusReasonForbidden, Message: r.Message()}
+	switch r.code {
+	case codeUnavailable:
+		s.Reason = metav1.StatusReasonServiceUnavailable
+	case codeBadRequest:
+		s.Reason = metav1.StatusReasonBadRequest
+	}
+	return s
 }
 
 // Status is the JSON written to the status annotation: what the injector owns
@@ -184,5 +216,5 @@ func denied(plugins []string, problems []Problem) *Report {
 		}
 	}
 	sort.Slice(reasons, func(i, j int) bool { return reasons[i] < reasons[j] })
-	return &Report{Decision: Denied, Reasons: reasons, Problems: capProblems(problems), Plugins: plugins}
+	return &Report{Decision: Denied, Reasons: reasons, Problems: capProblems(problems), Plugins: plugins, code: codeForbidden}
 }

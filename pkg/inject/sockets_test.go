@@ -1,7 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -53,24 +52,6 @@ func TestSocketClashWarnings(t *testing.T) {
 			if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], tc.want) {
 				t.Fatalf("warnings %q, want one containing %q", r.Warnings, tc.want)
 			}
-			// The webhook decodes the pod slim: the same warning.
-			if w := injectCreated(slimCopy(t, p), "argocd", testCat(t)).Warnings; len(w) != 1 || w[0] != r.Warnings[0] {
-				t.Errorf("slim decode: %q", w)
-			}
 		})
 	}
-}
-
-// slimCopy is p as the webhook decodes it.
-func slimCopy(t *testing.T, p *corev1.Pod) *corev1.Pod {
-	t.Helper()
-	b, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := decodeSlimPod(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
