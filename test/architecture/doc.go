@@ -1,0 +1,3 @@
+// Package architecture holds the test that keeps ARCHITECTURE.md's import
+// table true of the code.
+package architecture
