@@ -182,7 +182,7 @@ func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 		if err != nil {
 			return nil, err
 		}
-		if dynamic, err = params.ParseAnnouncements(out); err != nil {
+		if dynamic, err = parseDynamic(out); err != nil {
 			return nil, err
 		}
 	}

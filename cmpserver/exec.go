@@ -258,7 +258,7 @@ func (r *runner) commandContext(parent context.Context) (context.Context, contex
 	}
 	if d, ok := parent.Deadline(); ok {
 		if d = d.Add(-r.opts.DeadlineBuffer); deadline.IsZero() || d.Before(deadline) {
-			deadline, why = d, "killed at the request deadline"
+			deadline, why = d, stoppedAtDeadline
 		}
 	}
 	var ctx context.Context
@@ -284,6 +284,24 @@ func exitLabel(ps *os.ProcessState) string {
 		return "signal_" + strconv.Itoa(int(ws.Signal()))
 	}
 	return strconv.Itoa(ps.ExitCode())
+}
+
+// stoppedAtDeadline is why a command stopped at the request deadline was
+// stopped; its error is then a context.DeadlineExceeded (commandFailure).
+const stoppedAtDeadline = "killed at the request deadline"
+
+// commandFailure is a failed command's message. One stopped at the request
+// deadline is context.DeadlineExceeded to errors.Is, so the request ends
+// with gRPC's DeadlineExceeded, as Argo CD's does (withRepo).
+type commandFailure struct {
+	msg        string
+	atDeadline bool
+}
+
+func (e *commandFailure) Error() string { return e.msg }
+
+func (e *commandFailure) Is(target error) bool {
+	return e.atDeadline && target == context.DeadlineExceeded
 }
 
 // argoKilled is how Argo CD's message reads for a command stopped at the
@@ -316,7 +334,7 @@ func commandError(display string, err error, ps *os.ProcessState, stopped, stder
 	if detail != "" {
 		msg += " (" + detail + ")"
 	}
-	return errors.New(msg)
+	return &commandFailure{msg: msg, atDeadline: stopped == stoppedAtDeadline}
 }
 
 // formatArgv renders argv the way argocd-cmp-server prints a command in its

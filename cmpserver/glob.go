@@ -3,7 +3,6 @@ package cmpserver
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 
 	"github.com/mattn/go-zglob"
@@ -16,25 +15,25 @@ var errGlobOutside = errors.New("pattern leaves the repository")
 // least one existing path inside root. It is Argo CD's own matcher,
 // github.com/mattn/go-zglob ("**" for any number of directories, {a,b}
 // alternatives compiled into one regular expression, so no pattern expands
-// exponentially), and so matches what Argo CD matches, with three checks
-// around it:
+// exponentially), and so matches what Argo CD matches, with two checks
+// around it (its errors read as Argo CD's):
 //   - a pattern whose fixed part leaves the repository is an error, and a match
 //     outside it (there is none: the walk starts inside) would not count;
 //   - zglob.Glob walks without following symlinked directories, so "**" cannot
-//     loop or leave the tree through a link;
-//   - a pattern without wildcards that names nothing is "no match" here, where
-//     zglob's ErrNotExist fails Argo CD's discovery.
+//     loop or leave the tree through a link.
+//
+// A pattern without wildcards that names nothing fails, as in Argo CD.
 func globAny(root, dir, pattern string) (bool, error) {
 	abs := filepath.Join(dir, pattern)
 	if !inside(root, abs) {
 		return false, fmt.Errorf("%q: %w", pattern, errGlobOutside)
 	}
 	matches, err := zglob.Glob(abs)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("%q: %w", pattern, err)
+	if err != nil {
+		// Argo CD's words, with the pattern joined to the app dir as it
+		// prints it; a pattern without wildcards naming nothing is
+		// zglob's fs.ErrNotExist ("file does not exist") here too.
+		return false, fmt.Errorf("error finding glob match for pattern %q: %w", abs, err)
 	}
 	for _, m := range matches {
 		if inside(root, m) {
@@ -53,7 +52,7 @@ func fileNameMatches(root, dir, pattern string) (bool, error) {
 	}
 	matches, err := filepath.Glob(abs)
 	if err != nil {
-		return false, fmt.Errorf("%q: %w", pattern, err)
+		return false, fmt.Errorf("error finding filename match for pattern %q: %w", abs, err) // Argo CD's words
 	}
 	return len(matches) > 0, nil
 }

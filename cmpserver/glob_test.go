@@ -1,9 +1,13 @@
 package cmpserver
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,7 +24,6 @@ func TestGlobAny(t *testing.T) {
 	for pattern, want := range map[string]bool{
 		"Chart.yaml":                  true,
 		"./Chart.yaml":                true,
-		"missing.yaml":                false,
 		"*.yaml":                      true,
 		"*.json":                      false,
 		"**/*.json":                   true, // dot dirs are not special
@@ -32,16 +35,22 @@ func TestGlobAny(t *testing.T) {
 		"../other/*.yaml":             true,
 		"templates/*.{yml,yaml}":      true,
 		"{templates,deep}/*.{yml,js}": false,
-		"Chart.yaml/x":                false,
 		"**":                          true,
-		"[":                           false, // no wildcard: a literal name, as in Argo CD
-		"missing/**/*.yaml":           false,
-		"{../../../etc,x}/*":          false, // braces cannot leave: the walk starts inside
 		strings.Repeat("{a,b}", 40):   false, // one regular expression, not 2^40 patterns
 	} {
 		got, err := globAny(root, app, pattern)
 		if err != nil || got != want {
 			t.Errorf("globAny(%q) = %v, %v; want %v", pattern, got, err, want)
+		}
+	}
+	// A path that does not exist fails, as zglob fails Argo CD's discovery
+	// (a pattern without wildcards that names nothing, or a missing fixed
+	// part); braces cannot leave the repository: the walk starts inside.
+	for _, missing := range []string{"missing.yaml", "Chart.yaml/x", "[", "missing/**/*.yaml", "{../../../etc,x}/*"} {
+		_, err := globAny(root, app, missing)
+		want := "error finding glob match for pattern " + strconv.Quote(filepath.Join(app, missing)) + ": "
+		if !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(fmt.Sprint(err), want) {
+			t.Errorf("globAny(%q): %v, want %s... (file does not exist)", missing, err, want)
 		}
 	}
 	for _, bad := range []string{"../../*", "../../x/**/y"} {

@@ -96,11 +96,40 @@ type receiver struct {
 
 var errAbandoned = errors.New("the request ended while the stream was read")
 
+// errTgz heads what goes wrong while the tarball is received, as in Argo CD's
+// receiveFile; the caller puts the RPC's own words before it
+// (receiveErrorPrefix).
+const errTgz = "error receiving tgz file"
+
+// unpackError words a failed extraction as Argo CD's Untgz failure, which
+// here happens while the stream is received. Limits and refusals of ours
+// follow Argo CD's words. errAbandoned is not an unpack failure.
+func unpackError(err error) error {
+	if errors.Is(err, errAbandoned) {
+		return err
+	}
+	return fmt.Errorf("error decompressing tgz file: %w", err)
+}
+
+// receiveErrorPrefix is the words Argo CD's handler puts before an error of
+// the stream (its ReceiveRepoStream), by RPC.
+func receiveErrorPrefix(rpc string) string {
+	switch rpc {
+	case "GenerateManifest":
+		return "generate manifest error receiving stream"
+	case "MatchRepository":
+		return "match repository error receiving stream"
+	case "GetParametersAnnouncement":
+		return "parameters announcement error receiving stream"
+	}
+	return "error receiving stream"
+}
+
 func (r *receiver) receive() (*receivedRepo, error) {
 	ctx := r.stream.Context()
 	first, err := r.recv()
 	if err != nil {
-		return nil, fmt.Errorf("error receiving stream metadata: %w", err)
+		return nil, fmt.Errorf("error receiving stream header: %w", err)
 	}
 	meta := first.GetMetadata()
 	if meta == nil {
@@ -120,37 +149,37 @@ func (r *receiver) receive() (*receivedRepo, error) {
 	var size int64
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("stream context error: %w", err)
+			return nil, fmt.Errorf("%s: stream context error: %w", errTgz, err)
 		}
 		msg, err := r.recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("error receiving stream: %w", err)
+			return nil, fmt.Errorf("%s: stream Recv error: %w", errTgz, err)
 		}
 		file := msg.GetFile()
 		if file == nil {
-			return nil, errors.New("stream request file is nil")
+			return nil, fmt.Errorf("%s: stream request file is nil", errTgz)
 		}
 		size += int64(len(file.Chunk))
 		if maxCompressed > 0 && size > maxCompressed {
-			return nil, fmt.Errorf("repository tarball exceeds %d compressed bytes (limit --max-compressed-bytes)", maxCompressed)
+			return nil, fmt.Errorf("%s: repository tarball exceeds %d compressed bytes (limit --max-compressed-bytes)", errTgz, maxCompressed)
 		}
 		hash.Write(file.Chunk)
 		if un != nil {
 			if err := un.feed(file.Chunk); err != nil {
-				return nil, err
+				return nil, unpackError(err)
 			}
 		}
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); got != meta.GetChecksum() {
-		return nil, errors.New("file checksum validation error")
+		return nil, fmt.Errorf("%s: file checksum validation error", errTgz)
 	}
 	repo := &receivedRepo{meta: meta, size: size}
 	if un != nil {
 		if err := un.finish(); err != nil {
-			return nil, err
+			return nil, unpackError(err)
 		}
 		repo.tgz = r.keepSpool(un)
 	}

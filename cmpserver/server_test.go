@@ -324,7 +324,7 @@ func TestDiscoveryRules(t *testing.T) {
 		{"    find: {glob: \"**/*.jsonnet\"}", "app", true, ""},
 		{"    find: {glob: \"**/*.{yaml,json}\"}", "app", true, ""},
 		{"    find: {glob: \"**/*.{cue,nix}\"}", "app", false, ""},
-		{"    find: {glob: \"Chart.yaml\"}", "empty", false, ""}, // Argo CD errors here
+		{"    find: {glob: \"Chart.yaml\"}", "empty", false, "/empty/Chart.yaml\": file does not exist"}, // as Argo CD (errtext_test.go)
 		{"    find: {glob: \"../../../**\"}", "app", false, "leaves the repository"},
 		{"    fileName: \"*.yaml\"", "app", true, ""},
 		{"    fileName: \"**/*.jsonnet\"", "app", false, ""}, // stdlib: ** is *
@@ -449,20 +449,38 @@ spec:
 	})
 }
 
+// TestAllowConcurrencyFalseSerialises: two generations of a plugin with
+// allowConcurrency: false never run at the same time, though both requests
+// are in flight together. The barrier proves the overlap: the first command
+// to run holds the lock until the other request's repository is unpacked in
+// its own request dir next to it (that request is then past receiving, on its
+// way to the generation), so the test cannot pass by the requests simply
+// arriving one after the other. Without the serialisation the second command
+// finds the lock held and fails.
 func TestAllowConcurrencyFalseSerialises(t *testing.T) {
 	t.Parallel()
 	lockDir := t.TempDir()
 	// mkdir is atomic: a second generation running at the same time fails.
+	// Request dirs are siblings (<work dir>/<uuid>/), each with its own copy
+	// of the file f; the first command waits for the second copy.
 	plugin := `kind: ConfigManagementPlugin
 metadata: {name: serial}
 spec:
   allowConcurrency: false
   generate:
-    command: [sh, -c, 'mkdir "$ARGOCD_ENV_LOCK/held" || { echo overlap >&2; exit 9; }; sleep 0.3; rmdir "$ARGOCD_ENV_LOCK/held"']
+    command: [sh, -c]
+    args:
+    - |
+      mkdir "$ARGOCD_ENV_LOCK/held" || { echo overlap >&2; exit 9; }
+      if mkdir "$ARGOCD_ENV_LOCK/first" 2>/dev/null; then
+        until [ "$(ls -d ../*/f | wc -l)" -ge 2 ]; do sleep 0.02; done
+        sleep 0.3
+      fi
+      rmdir "$ARGOCD_ENV_LOCK/held"
 `
 	ts := startServer(t, plugin, nil)
 	root := writeTree(t, map[string]string{"f": "x"})
-	concurrently(t, 5, func(int) error {
+	concurrently(t, 2, func(int) error {
 		c, err := client.Dial(ctxTimeout(t, 10*time.Second), ts.socket)
 		if err != nil {
 			return err

@@ -163,6 +163,10 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 	}
 	repo, err := receiveRepo(stream, unpackFor, s.opts.Limits, s.opts.StreamIdleTimeout)
 	if err != nil {
+		// A status error keeps its code through the wrapping (status.FromError).
+		// A failed Recv is answered by gRPC itself, so the log is where its
+		// text is seen.
+		err = fmt.Errorf("%s: %w", receiveErrorPrefix(rpc), err)
 		log.Warn("receive failed", zap.Error(err))
 		return err
 	}
@@ -198,11 +202,27 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		err = s.checkShared(ctx, log, cfg, inUse, dir, repo, err, fn)
 	}
 	if err != nil {
+		err = deadlineStatus(ctx, err)
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
 		return err
 	}
 	log.Info("request done", zap.Duration("duration", time.Since(start)))
 	return nil
+}
+
+// deadlineStatus gives an error of a request that ran past its deadline (a
+// command stopped at it, or the request's context ended by it) gRPC's
+// DeadlineExceeded with Argo CD's text, "context deadline exceeded", and ours
+// after it: Argo CD's repo-server gets that code, and clients and retries key
+// on it. Other errors are sent as they are (code Unknown, as Argo CD's).
+func deadlineStatus(ctx context.Context, err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err // already a status (nil is not an error here)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return status.Errorf(codes.DeadlineExceeded, "%s (%s)", context.DeadlineExceeded, err)
+	}
+	return err
 }
 
 // checkShared makes sure the answer of a request that ran on the shared tree
