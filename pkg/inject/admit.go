@@ -46,7 +46,7 @@ func Admit(a *Admission, cat *catalog.Catalog) *Report {
 		if a.OldPodErr != nil {
 			return malformedPod("cannot decode the pod before the update: " + a.OldPodErr.Error())
 		}
-		return Update(a.OldPod, a.Pod, cat, a.Trusted)
+		return updatePod(a.OldPod, a.Pod, cat, a.Trusted)
 	}
 	namespace := a.Namespace
 	if namespace == "" {

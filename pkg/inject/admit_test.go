@@ -59,7 +59,7 @@ func TestAdmitWebhookLevelDecisions(t *testing.T) {
 				return
 			}
 			if len(r.Problems) != 1 || r.Problems[0].Reason != tc.reason || res.Code != tc.code ||
-				res.Message != r.Message() || !strings.HasPrefix(res.Message, DenyPrefix) || !strings.Contains(res.Message, tc.msg) {
+				res.Message != r.Message() || !strings.HasPrefix(res.Message, denyPrefix) || !strings.Contains(res.Message, tc.msg) {
 				t.Errorf("problems %+v, result %+v, want code %d and %q", r.Problems, res, tc.code, tc.msg)
 			}
 			wantReason := map[int32]metav1.StatusReason{http.StatusForbidden: metav1.StatusReasonForbidden,

@@ -9,10 +9,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// ParsePlugins reads the plugins annotation: catalog names separated by commas,
+// parsePlugins reads the plugins annotation: catalog names separated by commas,
 // with optional spaces around each. It returns the names in order and one
 // problem per defect, so a user fixes everything in one round.
-func ParsePlugins(value string) ([]string, []Problem) {
+func parsePlugins(value string) ([]string, []Problem) {
 	var problems []Problem
 	bad := func(format string, args ...any) {
 		problems = append(problems, Problem{
@@ -25,12 +25,12 @@ func ParsePlugins(value string) ([]string, []Problem) {
 		return nil, problems
 	}
 	// A list no catalog could satisfy is one problem, not one per entry.
-	if len(value) > MaxPluginsAnnotationBytes {
-		bad("is %d bytes long; at most %d bytes (%d plugins) are accepted", len(value), MaxPluginsAnnotationBytes, MaxPluginsListed)
+	if len(value) > maxPluginsAnnotationBytes {
+		bad("is %d bytes long; at most %d bytes (%d plugins) are accepted", len(value), maxPluginsAnnotationBytes, maxPluginsListed)
 		return nil, problems
 	}
-	if n := strings.Count(value, ",") + 1; n > MaxPluginsListed {
-		bad("lists %d entries; at most %d plugins are accepted", n, MaxPluginsListed)
+	if n := strings.Count(value, ",") + 1; n > maxPluginsListed {
+		bad("lists %d entries; at most %d plugins are accepted", n, maxPluginsListed)
 		return nil, problems
 	}
 	parts := strings.Split(value, ",")

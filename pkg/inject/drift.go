@@ -116,7 +116,7 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 	stale := func(plugin string, r StaleReason, format string, args ...any) {
 		d.Stale = append(d.Stale, Difference{Plugin: plugin, Reason: r, Message: fmt.Sprintf(format, args...)})
 	}
-	requested, _ := ParsePlugins(pod.Annotations[keys.PluginsAnnotation])
+	requested, _ := parsePlugins(pod.Annotations[keys.PluginsAnnotation])
 	for _, p := range requested {
 		if !slices.Contains(st.Plugins, p) {
 			stale(p, StalePluginAdded, "plugin %s: requested by the pod's %s annotation but not injected", p, keys.PluginsAnnotation)

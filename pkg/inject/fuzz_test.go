@@ -14,18 +14,18 @@ import (
 // parse survives a round trip through its canonical form.
 func FuzzParsePlugins(f *testing.F) {
 	for _, s := range []string{"helm", "helm, kustomize", "", ",", "a,,b", "Helm;x", "a b", "helm,helm", " \t",
-		strings.Repeat(",", MaxPluginsListed), strings.Repeat("x", MaxPluginsAnnotationBytes+1)} {
+		strings.Repeat(",", maxPluginsListed), strings.Repeat("x", maxPluginsAnnotationBytes+1)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		names, problems := ParsePlugins(value)
+		names, problems := parsePlugins(value)
 		// Bounded whatever the input: at most one problem per accepted entry,
 		// and a denial of them stays under the message cap.
-		if len(names) > MaxPluginsListed || len(problems) > MaxPluginsListed {
+		if len(names) > maxPluginsListed || len(problems) > maxPluginsListed {
 			t.Fatalf("%d-byte value gave %d names and %d problems", len(value), len(names), len(problems))
 		}
 		if len(problems) > 0 {
-			if msg := denied(names, problems).Message(); len(msg) > MaxDenyMessageBytes {
+			if msg := denied(names, problems).Message(); len(msg) > maxDenyMessageBytes {
 				t.Fatalf("%d-byte value gave a %d-byte denial", len(value), len(msg))
 			}
 		}
@@ -40,7 +40,7 @@ func FuzzParsePlugins(f *testing.F) {
 			if len(names) == 0 {
 				t.Fatalf("%q: no names and no problems", value)
 			}
-			again, p2 := ParsePlugins(strings.Join(names, ", "))
+			again, p2 := parsePlugins(strings.Join(names, ", "))
 			if len(p2) > 0 || strings.Join(again, ",") != strings.Join(names, ",") {
 				t.Fatalf("%q: round trip changed %v to %v %v", value, names, again, p2)
 			}
@@ -72,7 +72,7 @@ func FuzzInject(f *testing.F) {
 		case Injected:
 			checkPatch(t, p, r)
 		case Denied:
-			if len(r.Problems) == 0 || !strings.HasPrefix(r.Message(), DenyPrefix) {
+			if len(r.Problems) == 0 || !strings.HasPrefix(r.Message(), denyPrefix) {
 				t.Fatalf("denial without problems: %+v", r)
 			}
 		default:

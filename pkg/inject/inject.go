@@ -68,7 +68,7 @@ func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []P
 			"the pod has the label %s=%s but no annotation %s; list the plugins to inject, e.g. \"helm, kustomize\"",
 			keys.InjectLabel, keys.EnabledValue, keys.PluginsAnnotation)}}
 	}
-	names, problems := ParsePlugins(raw)
+	names, problems := parsePlugins(raw)
 	p := plan{plugins: names, images: map[string]string{}}
 	enabled := cat.Enabled(namespace)
 	for _, name := range names {

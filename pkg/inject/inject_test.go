@@ -51,8 +51,8 @@ func TestEscapePointer(t *testing.T) {
 		"~1":                       "~01",
 		"config.cmp-injector.io/x": "config.cmp-injector.io~1x",
 	} {
-		if got := EscapePointer(in); got != want {
-			t.Errorf("EscapePointer(%q) = %q, want %q", in, got, want)
+		if got := escapePointer(in); got != want {
+			t.Errorf("escapePointer(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -73,9 +73,9 @@ func TestParsePlugins(t *testing.T) {
 		{"helm,helm", []string{"helm"}, 1},
 		{"Helm,-x,a_b", []string{}, 3},
 	} {
-		names, problems := ParsePlugins(tc.in)
+		names, problems := parsePlugins(tc.in)
 		if len(problems) != tc.problems || (tc.names != nil && !reflect.DeepEqual(names, tc.names)) {
-			t.Errorf("ParsePlugins(%q) = %v, %v", tc.in, names, problems)
+			t.Errorf("parsePlugins(%q) = %v, %v", tc.in, names, problems)
 		}
 		for _, p := range problems {
 			if p.Reason != ReasonMalformedAnnotation || !strings.Contains(p.Message, keys.PluginsAnnotation) {

@@ -11,16 +11,16 @@ import (
 // KB whatever the pod holds (an attack run turned a 526 KB plugins annotation
 // of empty entries into a 30.8 MB denial that got the webhook OOM-killed).
 const (
-	// MaxPluginsListed is more plugins than any catalog offers a pod.
-	MaxPluginsListed = 64
-	// MaxPluginsAnnotationBytes fits MaxPluginsListed names of the longest
+	// maxPluginsListed is more plugins than any catalog offers a pod.
+	maxPluginsListed = 64
+	// maxPluginsAnnotationBytes fits maxPluginsListed names of the longest
 	// allowed length (a DNS label, 63 bytes) with their separators.
-	MaxPluginsAnnotationBytes = MaxPluginsListed * 64
-	// MaxProblemsPerReason problems of one reason are listed; the rest are
+	maxPluginsAnnotationBytes = maxPluginsListed * 64
+	// maxProblemsPerReason problems of one reason are listed; the rest are
 	// counted.
-	MaxProblemsPerReason = 10
-	// MaxDenyMessageBytes bounds the whole denial message.
-	MaxDenyMessageBytes = 8 << 10
+	maxProblemsPerReason = 10
+	// maxDenyMessageBytes bounds the whole denial message.
+	maxDenyMessageBytes = 8 << 10
 	// maxQuotedBytes bounds a value from the pod quoted in a message.
 	maxQuotedBytes = 256
 )
@@ -38,7 +38,7 @@ func quoteBounded(s string) string {
 	return fmt.Sprintf("%q… (%d more bytes)", s[:cut], len(s)-cut)
 }
 
-// capProblems keeps the first MaxProblemsPerReason problems of each reason, in
+// capProblems keeps the first maxProblemsPerReason problems of each reason, in
 // order, and says per reason how many were left out.
 func capProblems(problems []Problem) []Problem {
 	count := map[Reason]int{}
@@ -49,19 +49,19 @@ func capProblems(problems []Problem) []Problem {
 			order = append(order, p.Reason)
 		}
 		count[p.Reason]++
-		if count[p.Reason] <= MaxProblemsPerReason {
+		if count[p.Reason] <= maxProblemsPerReason {
 			kept = append(kept, p)
 		}
 	}
 	for _, r := range order {
-		if n := count[r] - MaxProblemsPerReason; n > 0 {
+		if n := count[r] - maxProblemsPerReason; n > 0 {
 			kept = append(kept, Problem{Reason: r, Message: fmt.Sprintf("and %d more problems of kind %s", n, r)})
 		}
 	}
 	return kept
 }
 
-// joinBounded joins messages with "; " and stops before MaxDenyMessageBytes,
+// joinBounded joins messages with "; " and stops before maxDenyMessageBytes,
 // saying how many messages were left out.
 func joinBounded(prefix string, msgs []string) string {
 	var b strings.Builder
@@ -71,8 +71,8 @@ func joinBounded(prefix string, msgs []string) string {
 		if i > 0 {
 			sep = "; "
 		}
-		if b.Len()+len(sep)+len(m) > MaxDenyMessageBytes-64 {
-			fmt.Fprintf(&b, "%s… and %d more problems (message cut at %d bytes)", sep, len(msgs)-i, MaxDenyMessageBytes)
+		if b.Len()+len(sep)+len(m) > maxDenyMessageBytes-64 {
+			fmt.Fprintf(&b, "%s… and %d more problems (message cut at %d bytes)", sep, len(msgs)-i, maxDenyMessageBytes)
 			break
 		}
 		b.WriteString(sep)

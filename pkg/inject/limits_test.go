@@ -14,7 +14,7 @@ func TestHugePluginsAnnotationIsOneProblem(t *testing.T) {
 	for name, value := range map[string]string{
 		"526 KB of commas":         strings.Repeat(",", 526_000),
 		"long names":               strings.Repeat("helm-", 2000),
-		"65 entries under the cap": strings.Repeat("a,", MaxPluginsListed) + "b",
+		"65 entries under the cap": strings.Repeat("a,", maxPluginsListed) + "b",
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := Inject(pod(map[string]string{keys.PluginsAnnotation: value}, nil), "argocd", testCat(t))
@@ -31,17 +31,17 @@ func TestHugePluginsAnnotationIsOneProblem(t *testing.T) {
 // Problems of one kind are listed up to the cap and then counted.
 func TestProblemsPerReasonAreCapped(t *testing.T) {
 	var names []string
-	for i := 0; i < MaxPluginsListed; i++ {
+	for i := 0; i < maxPluginsListed; i++ {
 		names = append(names, fmt.Sprintf("nope-%d", i))
 	}
 	r := Inject(pod(map[string]string{keys.PluginsAnnotation: strings.Join(names, ",")}, nil), "argocd", testCat(t))
 	if r.Decision != Denied {
 		t.Fatal(r.Decision)
 	}
-	if len(r.Problems) != MaxProblemsPerReason+1 {
-		t.Fatalf("%d problems, want %d listed and one count", len(r.Problems), MaxProblemsPerReason)
+	if len(r.Problems) != maxProblemsPerReason+1 {
+		t.Fatalf("%d problems, want %d listed and one count", len(r.Problems), maxProblemsPerReason)
 	}
-	want := fmt.Sprintf("and %d more problems of kind %s", MaxPluginsListed-MaxProblemsPerReason, ReasonUnknownPlugin)
+	want := fmt.Sprintf("and %d more problems of kind %s", maxPluginsListed-maxProblemsPerReason, ReasonUnknownPlugin)
 	if last := r.Problems[len(r.Problems)-1]; last.Message != want || last.Reason != ReasonUnknownPlugin {
 		t.Errorf("last problem %+v, want %q", last, want)
 	}
@@ -65,7 +65,7 @@ func TestQuotedValuesAreBounded(t *testing.T) {
 	}
 }
 
-// Whatever the problems, the message stays under MaxDenyMessageBytes and says
+// Whatever the problems, the message stays under maxDenyMessageBytes and says
 // how much it left out.
 func TestDenyMessageIsBounded(t *testing.T) {
 	var problems []Problem
@@ -73,7 +73,7 @@ func TestDenyMessageIsBounded(t *testing.T) {
 		problems = append(problems, Problem{Reason: Reason(fmt.Sprintf("r%03d", i)), Message: strings.Repeat("m", 100)})
 	}
 	msg := denied(nil, problems).Message()
-	if len(msg) > MaxDenyMessageBytes {
+	if len(msg) > maxDenyMessageBytes {
 		t.Errorf("message is %d bytes", len(msg))
 	}
 	if !strings.Contains(msg, "more problems (message cut at") {

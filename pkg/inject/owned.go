@@ -33,7 +33,7 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 		return problems
 	}
 	problems = append(problems, CheckConfigAnnotations(pod, cat)...)
-	requested, parseProblems := ParsePlugins(pod.Annotations[keys.PluginsAnnotation])
+	requested, parseProblems := parsePlugins(pod.Annotations[keys.PluginsAnnotation])
 	problems = append(problems, parseProblems...)
 	if !slices.Equal(requested, st.Plugins) {
 		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
@@ -59,10 +59,10 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 	return problems
 }
 
-// Update decides an UPDATE of a pod: changes to what the injector owns must
+// updatePod decides an UPDATE of a pod: changes to what the injector owns must
 // keep it as the catalog allows; everything else is the pod owner's business.
 // trusted is true for the injector's own service account.
-func Update(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Report {
+func updatePod(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *Report {
 	_, oldOwned := oldPod.Annotations[keys.StatusAnnotation]
 	_, newOwned := newPod.Annotations[keys.StatusAnnotation]
 	if !oldOwned && !newOwned {

@@ -81,7 +81,7 @@ func TestUpdateOfOwnedParts(t *testing.T) {
 			old := injected(t)
 			updated := old.DeepCopy()
 			tc.edit(updated)
-			r := Update(old, updated, cat, false)
+			r := updatePod(old, updated, cat, false)
 			if r.Reasons[0] != tc.reason || !strings.Contains(r.Message(), tc.msg) {
 				t.Errorf("%s %v: %s", r.Decision, r.Reasons, r.Message())
 			}
@@ -89,13 +89,13 @@ func TestUpdateOfOwnedParts(t *testing.T) {
 				t.Errorf("decision %s for reason %s", r.Decision, tc.reason)
 			}
 			// The injector's own service account may change anything.
-			if r := Update(old, updated, cat, true); r.Decision != Skipped || r.Reasons[0] != ReasonTrustedUser {
+			if r := updatePod(old, updated, cat, true); r.Decision != Skipped || r.Reasons[0] != ReasonTrustedUser {
 				t.Errorf("trusted: %s %v", r.Decision, r.Reasons)
 			}
 		})
 	}
 	plain := pod(map[string]string{keys.PluginsAnnotation: "helm"}, nil)
-	if r := Update(plain, plain.DeepCopy(), cat, false); r.Reasons[0] != ReasonNotInjected {
+	if r := updatePod(plain, plain.DeepCopy(), cat, false); r.Reasons[0] != ReasonNotInjected {
 		t.Errorf("update of a pod nobody injected: %v", r.Reasons)
 	}
 }

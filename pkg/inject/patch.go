@@ -7,16 +7,16 @@ import (
 	"strings"
 )
 
-// Operation is one RFC 6902 operation. The injector only ever adds.
-type Operation struct {
+// patchOp is one RFC 6902 operation. The injector only ever adds.
+type patchOp struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
 	Value any    `json:"value"`
 }
 
-// EscapePointer escapes one JSON Pointer reference token (RFC 6901): "~" first,
+// escapePointer escapes one JSON Pointer reference token (RFC 6901): "~" first,
 // then "/", since annotation keys contain slashes.
-func EscapePointer(token string) string {
+func escapePointer(token string) string {
 	if !strings.ContainsAny(token, "~/") {
 		return token
 	}
@@ -24,10 +24,10 @@ func EscapePointer(token string) string {
 }
 
 // patch accumulates add operations against the pod as it was received.
-type patch []Operation
+type patch []patchOp
 
 func (p *patch) add(path string, value any) {
-	*p = append(*p, Operation{Op: "add", Path: path, Value: value})
+	*p = append(*p, patchOp{Op: "add", Path: path, Value: value})
 }
 
 // appendAll adds items to the array at path. An absent or empty array is
@@ -54,10 +54,10 @@ func addAnnotations(p *patch, hasMap bool, kv map[string]string, encoded map[str
 	}
 	for _, k := range order {
 		if raw, ok := encoded[k]; ok {
-			p.add("/metadata/annotations/"+EscapePointer(k), raw)
+			p.add("/metadata/annotations/"+escapePointer(k), raw)
 			continue
 		}
-		p.add("/metadata/annotations/"+EscapePointer(k), kv[k])
+		p.add("/metadata/annotations/"+escapePointer(k), kv[k])
 	}
 }
 

@@ -20,9 +20,9 @@ func TestPatchMarshalIsJSONMarshal(t *testing.T) {
 	p.add("/metadata/annotations/cmp-injector.io~1status", `{"plugins":["x"]}`)
 	// Strings written directly and those that go through json.Marshal.
 	for _, s := range []string{"", "plain text ~0~1", "line\nbreak", `quote " and \ backslash`, "<html>&amp;", "\u00e9t\u00e9", "\x7f\x01", "\u2028", "bad \xff utf-8"} {
-		p.add("/metadata/annotations/"+EscapePointer(s), s)
+		p.add("/metadata/annotations/"+escapePointer(s), s)
 	}
-	want, err := json.Marshal([]Operation(p))
+	want, err := json.Marshal([]patchOp(p))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,8 @@ const (
 // ReasonInjected labels successful injections.
 const ReasonInjected Reason = "injected"
 
-// DenyPrefix starts every denial message; users see it in ReplicaSet events.
-const DenyPrefix = "cmp-injector denied pod: "
+// denyPrefix starts every denial message; users see it in ReplicaSet events.
+const denyPrefix = "cmp-injector denied pod: "
 
 // Problem is one reason to deny, with the human sentence for it.
 type Problem struct {
@@ -166,7 +166,7 @@ func (r *Report) Message() string {
 		for i, p := range r.Problems {
 			msgs[i] = p.Message
 		}
-		return joinBounded(DenyPrefix, msgs)
+		return joinBounded(denyPrefix, msgs)
 	case Injected:
 		return "injected plugins: " + strings.Join(r.Plugins, ", ")
 	default:
