@@ -27,9 +27,9 @@ type CA struct {
 
 // Files of a CA dir.
 const (
-	CACertFile     = "ca.crt"
-	CAKeyFile      = "ca.key"
-	CAPreviousFile = "ca-previous.crt"
+	caCertFile     = "ca.crt"
+	caKeyFile      = "ca.key"
+	caPreviousFile = "ca-previous.crt"
 )
 
 // NewCA makes a self-signed CA for o's Service, valid for o.Validity.
@@ -67,34 +67,34 @@ func NewCA(o Options) (*CA, error) {
 	return &CA{Cert: cert, Key: key, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("EC PRIVATE KEY", keyDER)}, nil
 }
 
-// LoadCA reads ca.crt, ca.key and, if present, ca-previous.crt from dir.
-func LoadCA(dir string) (*CA, error) {
-	certPEM, err := os.ReadFile(filepath.Join(dir, CACertFile))
+// loadCA reads ca.crt, ca.key and, if present, ca-previous.crt from dir.
+func loadCA(dir string) (*CA, error) {
+	certPEM, err := os.ReadFile(filepath.Join(dir, caCertFile))
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, caKeyFile))
 	if err != nil {
 		return nil, err
 	}
 	cb, _ := pem.Decode(certPEM)
 	kb, _ := pem.Decode(keyPEM)
 	if cb == nil || kb == nil {
-		return nil, fmt.Errorf("%s: %s and %s must be PEM", dir, CACertFile, CAKeyFile)
+		return nil, fmt.Errorf("%s: %s and %s must be PEM", dir, caCertFile, caKeyFile)
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, CACertFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, caCertFile), err)
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, CAKeyFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, caKeyFile), err)
 	}
 	if !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) {
-		return nil, fmt.Errorf("%s: %s is not a CA certificate for %s", dir, CACertFile, CAKeyFile)
+		return nil, fmt.Errorf("%s: %s is not a CA certificate for %s", dir, caCertFile, caKeyFile)
 	}
 	ca := &CA{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}
-	if prev, err := os.ReadFile(filepath.Join(dir, CAPreviousFile)); err == nil {
+	if prev, err := os.ReadFile(filepath.Join(dir, caPreviousFile)); err == nil {
 		ca.Trusted = prev
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -105,7 +105,7 @@ func LoadCA(dir string) (*CA, error) {
 // Rotate replaces the CA kept in dir with a new one for o, keeping the old
 // certificate as ca-previous.crt so bundles issued next trust both.
 func Rotate(dir string, o Options) (*CA, error) {
-	old, err := LoadCA(dir)
+	old, err := loadCA(dir)
 	if err != nil {
 		return nil, fmt.Errorf("no CA to rotate in %s: %w", dir, err)
 	}
@@ -123,16 +123,16 @@ func Rotate(dir string, o Options) (*CA, error) {
 // WriteFiles keeps the CA in dir: ca.crt, ca.key (0600) and, during a
 // rotation, ca-previous.crt. Each file is replaced atomically.
 func (ca *CA) WriteFiles(dir string) error {
-	files := []file{{CACertFile, ca.CertPEM, 0o644}, {CAKeyFile, ca.KeyPEM, 0o600}}
+	files := []file{{caCertFile, ca.CertPEM, 0o644}, {caKeyFile, ca.KeyPEM, 0o600}}
 	if len(ca.Trusted) > 0 {
-		files = append(files, file{CAPreviousFile, ca.Trusted, 0o644})
+		files = append(files, file{caPreviousFile, ca.Trusted, 0o644})
 	}
 	return writeFiles(dir, 0o700, files)
 }
 
 // OpenCA loads the CA kept in dir, or makes one there when dir holds none.
 func OpenCA(dir string, o Options) (ca *CA, created bool, err error) {
-	ca, err = LoadCA(dir)
+	ca, err = loadCA(dir)
 	if err == nil {
 		return ca, false, nil
 	}

@@ -95,7 +95,7 @@ func TestCADirReuseAndRotation(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("first OpenCA: %v created=%v", err, created)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, CAKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(filepath.Join(dir, caKeyFile)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("ca.key: %v %v", fi, err)
 	}
 	ca2, created, err := OpenCA(dir, o)
@@ -122,7 +122,7 @@ func TestCADirReuseAndRotation(t *testing.T) {
 	}
 	verify(t, b3, b3.CA)
 	// Reloaded from disk, the rotated CA still hands out both.
-	ca4, err := LoadCA(dir)
+	ca4, err := loadCA(dir)
 	if err != nil || string(ca4.CertPEM) != string(ca3.CertPEM) || string(ca4.Trusted) != string(ca1.CertPEM) {
 		t.Fatalf("reload after rotation: %v", err)
 	}

@@ -89,9 +89,9 @@ namespaces:
   argocd: [helm, kustomise, helm]
 `
 	_, err := Parse([]byte(bad))
-	var ve *ValidationError
+	var ve *validationError
 	if err == nil || !asValidation(err, &ve) {
-		t.Fatalf("want a ValidationError, got %v", err)
+		t.Fatalf("want a validationError, got %v", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{
@@ -116,7 +116,7 @@ namespaces:
 	}
 }
 
-func asValidation(err error, ve **ValidationError) bool {
+func asValidation(err error, ve **validationError) bool {
 	return errors.As(err, ve)
 }
 

@@ -16,10 +16,10 @@ type Image struct {
 	Digest string // "" when absent
 }
 
-// ParseImage parses ref with the reference grammar the container runtimes use:
+// parseImage parses ref with the reference grammar the container runtimes use:
 // newlines, empty tags, upper-case names and the like are errors, not strings
 // a pattern might happen to match.
-func ParseImage(ref string) (Image, error) {
+func parseImage(ref string) (Image, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return Image{}, fmt.Errorf("%q is not a valid image reference: %w", ref, err)
@@ -91,7 +91,7 @@ func (ip imagePattern) matches(img Image) bool {
 // ImageAllowed parses ref and reports whether one of patterns allows it; an
 // unparsable reference or pattern is an error.
 func ImageAllowed(ref string, patterns []string) (bool, error) {
-	img, err := ParseImage(ref)
+	img, err := parseImage(ref)
 	if err != nil {
 		return false, err
 	}

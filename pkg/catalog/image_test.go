@@ -83,7 +83,7 @@ func FuzzImageAllowed(f *testing.F) {
 		if err != nil || !utf8.ValidString(ref) || strings.IndexFunc(ref, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 			t.Fatalf("%q allowed by %q (err %v)", ref, pattern, err)
 		}
-		img, err := ParseImage(ref)
+		img, err := parseImage(ref)
 		if err != nil {
 			t.Fatal(err)
 		}

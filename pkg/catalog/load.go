@@ -28,24 +28,24 @@ func Load(path string) (*Catalog, error) {
 }
 
 // Parse decodes a catalog strictly (unknown and duplicate keys are errors) and
-// validates it. Every problem is reported in one *ValidationError.
+// validates it. Every problem is reported in one *validationError.
 func Parse(data []byte) (*Catalog, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, &ValidationError{Problems: []string{yamlProblem(err)}}
+		return nil, &validationError{Problems: []string{yamlProblem(err)}}
 	}
-	var f File
+	var f catalogFile
 	var p problems
 	strictErrs, err := sigsjson.UnmarshalStrict(js, &f, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
 	if err != nil {
-		return nil, &ValidationError{Problems: []string{"decode: " + err.Error()}}
+		return nil, &validationError{Problems: []string{"decode: " + err.Error()}}
 	}
 	for _, se := range strictErrs {
 		p = append(p, se.Error())
 	}
 	c := build(&p, &f)
 	if len(p) > 0 {
-		return nil, &ValidationError{Problems: p}
+		return nil, &validationError{Problems: p}
 	}
 	c.Revision = f.Revision
 	if c.Revision == "" {
@@ -65,7 +65,7 @@ func yamlProblem(err error) string {
 	return msg
 }
 
-func build(p *problems, f *File) *Catalog {
+func build(p *problems, f *catalogFile) *Catalog {
 	validateHeader(p, f)
 	validateDefaults(p, &f.Defaults)
 	names := slices.Sorted(maps.Keys(f.Plugins))
@@ -133,7 +133,7 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 	}
 	r.RepoServerEnv = repoServerEnv(d.RepoServer)
 	r.RepoServerNames, r.RepoServerPrograms = d.RepoServerContainer.resolved()
-	if d.RunAsUserPolicy == RunAsUserAssigned {
+	if d.RunAsUserPolicy == runAsUserAssigned {
 		r.RunAsUser = 0
 	} else if d.RunAsUser != nil {
 		r.RunAsUser = *d.RunAsUser

@@ -12,16 +12,16 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// APIVersion and Kind identify a catalog file.
+// catalogAPIVersion and catalogKind identify a catalog file.
 const (
-	APIVersion = "cmp-injector.io/v1alpha1"
-	Kind       = "PluginCatalog"
+	catalogAPIVersion = "cmp-injector.io/v1alpha1"
+	catalogKind       = "PluginCatalog"
 	// AllNamespaces is the namespaces key whose plugins every namespace may use.
 	AllNamespaces = "*"
 )
 
-// File is the catalog document exactly as written by an admin or rendered by the chart.
-type File struct {
+// catalogFile is the catalog document exactly as written by an admin or rendered by the chart.
+type catalogFile struct {
 	APIVersion string              `json:"apiVersion"`
 	Kind       string              `json:"kind"`
 	Revision   string              `json:"revision,omitempty"`
@@ -41,8 +41,8 @@ type Defaults struct {
 	// RunAsUser is the sidecar UID when neither the repo-server container nor the
 	// pod sets one. Nil means 999.
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
-	// RunAsUserPolicy is RunAsUserFixed (empty means it) or
-	// RunAsUserAssigned: with Assigned, a sidecar whose repo-server and pod
+	// RunAsUserPolicy is runAsUserFixed (empty means it) or
+	// runAsUserAssigned: with Assigned, a sidecar whose repo-server and pod
 	// set no UID gets none either, and the platform assigns one.
 	RunAsUserPolicy string                       `json:"runAsUserPolicy,omitempty"`
 	Resources       *corev1.ResourceRequirements `json:"resources,omitempty"`
@@ -63,9 +63,9 @@ type Defaults struct {
 // argo-helm's global.podLabels reaches every Argo CD workload, and neither
 // argocd-server nor redis must get sidecars or be denied.
 type RepoServerContainer struct {
-	// Names are container names. Nil means DefaultRepoServerContainerNames.
+	// Names are container names. Nil means defaultRepoServerContainerNames.
 	Names *[]string `json:"names,omitempty"`
-	// Programs are executable base names. Nil means DefaultRepoServerPrograms.
+	// Programs are executable base names. Nil means defaultRepoServerPrograms.
 	Programs *[]string `json:"programs,omitempty"`
 }
 
@@ -74,13 +74,13 @@ type RepoServerContainer struct {
 // refuses a fixed UID outside the namespace's range, which differs per
 // namespace, and assigns one itself to every container that sets none.
 const (
-	RunAsUserFixed    = "Fixed"
-	RunAsUserAssigned = "Assigned"
+	runAsUserFixed    = "Fixed"
+	runAsUserAssigned = "Assigned"
 )
 
 // resolved is rc with its defaults applied (rc may be nil: all defaults).
 func (rc *RepoServerContainer) resolved() (names, programs []string) {
-	names, programs = DefaultRepoServerContainerNames, DefaultRepoServerPrograms
+	names, programs = defaultRepoServerContainerNames, defaultRepoServerPrograms
 	if rc != nil && rc.Names != nil {
 		names = *rc.Names
 	}
@@ -90,14 +90,14 @@ func (rc *RepoServerContainer) resolved() (names, programs []string) {
 	return names, programs
 }
 
-// DefaultRepoServerContainerNames are the names the install paths give the
+// defaultRepoServerContainerNames are the names the install paths give the
 // repo-server container: Argo CD's manifests and the operator use
 // argocd-repo-server, argo-helm's chart repo-server (repoServer.name).
-var DefaultRepoServerContainerNames = []string{keys.RepoServerContainer, "repo-server"}
+var defaultRepoServerContainerNames = []string{keys.RepoServerContainer, "repo-server"}
 
-// DefaultRepoServerPrograms is the repo-server's executable in Argo CD's image,
+// defaultRepoServerPrograms is the repo-server's executable in Argo CD's image,
 // whatever the container is called.
-var DefaultRepoServerPrograms = []string{"argocd-repo-server"}
+var defaultRepoServerPrograms = []string{"argocd-repo-server"}
 
 // RepoServer settings become env vars of the repo-server container of every
 // injected pod, each only when the container does not set that variable itself
@@ -118,9 +118,9 @@ type RepoServer struct {
 // suite (make bench-e2e) measured the effect through Argo CD's own client.
 const DefaultCMPChunkSize = 256 << 10
 
-// MaxCMPChunkSize keeps a chunk far below the gRPC message limit both sides
+// maxCMPChunkSize keeps a chunk far below the gRPC message limit both sides
 // use (100 MiB) and bounds what each side buffers per message.
-const MaxCMPChunkSize = 16 << 20
+const maxCMPChunkSize = 16 << 20
 
 // DefaultPluginTarExclusions leaves .git out of plugin tarballs: in a clone it
 // is often as large as the tree, compresses poorly, and few plugins read it.
@@ -175,7 +175,7 @@ type ResolvedDefaults struct {
 	NativeSidecars      bool
 	CopyImage           string
 	CopyImagePullPolicy corev1.PullPolicy
-	// RunAsUser is the fallback sidecar UID; 0 under RunAsUserAssigned:
+	// RunAsUser is the fallback sidecar UID; 0 under runAsUserAssigned:
 	// set none.
 	RunAsUser int64
 	Resources corev1.ResourceRequirements

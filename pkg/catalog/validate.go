@@ -14,13 +14,13 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// ValidationError lists every problem of a catalog file, each prefixed by the
+// validationError lists every problem of a catalog file, each prefixed by the
 // path of the offending field.
-type ValidationError struct {
+type validationError struct {
 	Problems []string
 }
 
-func (e *ValidationError) Error() string { return strings.Join(e.Problems, "; ") }
+func (e *validationError) Error() string { return strings.Join(e.Problems, "; ") }
 
 type problems []string
 
@@ -37,19 +37,19 @@ func validPullPolicy(p *problems, field string, v corev1.PullPolicy) {
 	}
 }
 
-func validateHeader(p *problems, f *File) {
-	if f.APIVersion != APIVersion {
-		p.addf("apiVersion", "must be %q (got %q)", APIVersion, f.APIVersion)
+func validateHeader(p *problems, f *catalogFile) {
+	if f.APIVersion != catalogAPIVersion {
+		p.addf("apiVersion", "must be %q (got %q)", catalogAPIVersion, f.APIVersion)
 	}
-	if f.Kind != Kind {
-		p.addf("kind", "must be %q (got %q)", Kind, f.Kind)
+	if f.Kind != catalogKind {
+		p.addf("kind", "must be %q (got %q)", catalogKind, f.Kind)
 	}
 }
 
 func validateDefaults(p *problems, d *Defaults) {
 	if d.CopyImage == "" {
 		p.addf("defaults.copyImage", "required")
-	} else if _, err := ParseImage(d.CopyImage); err != nil {
+	} else if _, err := parseImage(d.CopyImage); err != nil {
 		p.addf("defaults.copyImage", "%v", err)
 	}
 	validPullPolicy(p, "defaults.copyImagePullPolicy", d.CopyImagePullPolicy)
@@ -57,19 +57,19 @@ func validateDefaults(p *problems, d *Defaults) {
 		p.addf("defaults.runAsUser", "must be a non-root UID greater than 0 (got %d)", *d.RunAsUser)
 	}
 	switch d.RunAsUserPolicy {
-	case "", RunAsUserFixed:
-	case RunAsUserAssigned:
+	case "", runAsUserFixed:
+	case runAsUserAssigned:
 		if d.RunAsUser != nil {
-			p.addf("defaults.runAsUser", "must not be set with runAsUserPolicy %s, which never sets a fixed UID (got %d)", RunAsUserAssigned, *d.RunAsUser)
+			p.addf("defaults.runAsUser", "must not be set with runAsUserPolicy %s, which never sets a fixed UID (got %d)", runAsUserAssigned, *d.RunAsUser)
 		}
 	default:
-		p.addf("defaults.runAsUserPolicy", "must be %s or %s (got %q)", RunAsUserFixed, RunAsUserAssigned, d.RunAsUserPolicy)
+		p.addf("defaults.runAsUserPolicy", "must be %s or %s (got %q)", runAsUserFixed, runAsUserAssigned, d.RunAsUserPolicy)
 	}
 	validateRepoServerContainer(p, d.RepoServerContainer)
 	validSizeLimit(p, "defaults.tmpSizeLimit", d.TmpSizeLimit)
 	if rs := d.RepoServer; rs != nil {
-		if c := rs.CMPChunkSize; c != nil && (*c < 0 || *c > MaxCMPChunkSize) {
-			p.addf("defaults.repoServer.cmpChunkSize", "must be between 0 (the repo-server's default) and %d bytes (got %d)", MaxCMPChunkSize, *c)
+		if c := rs.CMPChunkSize; c != nil && (*c < 0 || *c > maxCMPChunkSize) {
+			p.addf("defaults.repoServer.cmpChunkSize", "must be between 0 (the repo-server's default) and %d bytes (got %d)", maxCMPChunkSize, *c)
 		}
 		if ex := rs.PluginTarExclusions; ex != nil {
 			for i, g := range *ex {
@@ -132,7 +132,7 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 	}
 	if pl.Image == "" {
 		p.addf(field+".image", "required")
-	} else if _, err := ParseImage(pl.Image); err != nil {
+	} else if _, err := parseImage(pl.Image); err != nil {
 		p.addf(field+".image", "%v", err)
 	}
 	validPullPolicy(p, field+".imagePullPolicy", pl.ImagePullPolicy)

@@ -145,13 +145,13 @@ const EnvCommandID = "CMP_SERVER_COMMAND_ID"
 // volumes. Each must be a DNS-1123 label (at most 63 characters), which is
 // what bounds the length of a plugin's name in the catalog.
 const (
-	// TmpVolumeSuffix ends the name of a sidecar's private /tmp volume.
-	TmpVolumeSuffix = "-tmp"
-	// ConfigVolumeSuffix ends the name of the volume carrying a sidecar's plugin.yaml.
-	ConfigVolumeSuffix = "-config"
+	// tmpVolumeSuffix ends the name of a sidecar's private /tmp volume.
+	tmpVolumeSuffix = "-tmp"
+	// configVolumeSuffix ends the name of the volume carrying a sidecar's plugin.yaml.
+	configVolumeSuffix = "-config"
 	// MaxPluginNameLen is the longest plugin name whose derived names all
 	// fit in a DNS-1123 label.
-	MaxPluginNameLen = maxDNSLabel - len(SidecarPrefix) - max(len(TmpVolumeSuffix), len(ConfigVolumeSuffix))
+	MaxPluginNameLen = maxDNSLabel - len(SidecarPrefix) - max(len(tmpVolumeSuffix), len(configVolumeSuffix))
 
 	maxDNSLabel = 63
 )
@@ -160,13 +160,23 @@ const (
 func SidecarName(plugin string) string { return SidecarPrefix + plugin }
 
 // TmpVolumeName is the name of plugin's private /tmp volume.
-func TmpVolumeName(plugin string) string { return SidecarPrefix + plugin + TmpVolumeSuffix }
+func TmpVolumeName(plugin string) string { return SidecarPrefix + plugin + tmpVolumeSuffix }
 
 // ConfigVolumeName is the name of the volume carrying plugin's plugin.yaml.
-func ConfigVolumeName(plugin string) string { return SidecarPrefix + plugin + ConfigVolumeSuffix }
+func ConfigVolumeName(plugin string) string { return SidecarPrefix + plugin + configVolumeSuffix }
 
 // DerivedNames are every name derived from plugin, for checks that must
 // cover them all.
 func DerivedNames(plugin string) []string {
 	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin)}
+}
+
+// SocketFile is the socket file a plugin server creates in PluginSocketDir,
+// <name>[-<version>].sock (Argo CD's plugin.yaml metadata.name and
+// spec.version); the repo-server dials it by the Application's plugin name.
+func SocketFile(name, version string) string {
+	if version != "" {
+		return name + "-" + version + ".sock"
+	}
+	return name + ".sock"
 }

@@ -25,17 +25,17 @@ func ParseAnnouncements(out []byte) ([]Announcement, error) {
 		return nil, fmt.Errorf("dynamic parameters command printed nothing; it must print a JSON array of parameter announcements")
 	}
 	if trimmed[0] != '[' {
-		return nil, fmt.Errorf("dynamic parameters command must print a JSON array of parameter announcements, it printed %s", Quote(trimmed))
+		return nil, fmt.Errorf("dynamic parameters command must print a JSON array of parameter announcements, it printed %s", quote(trimmed))
 	}
 	var as []Announcement
 	if err := json.Unmarshal(trimmed, &as); err != nil {
-		return nil, fmt.Errorf("dynamic parameters output is not a JSON array of parameter announcements (%v); it printed %s", err, Quote(trimmed))
+		return nil, fmt.Errorf("dynamic parameters output is not a JSON array of parameter announcements (%v); it printed %s", err, quote(trimmed))
 	}
 	for i := range as {
 		if err := ValidateAnnouncement(as[i]); err != nil {
 			return nil, fmt.Errorf("dynamic parameter announcement %d: %w", i, err)
 		}
-		as[i] = Normalize(as[i])
+		as[i] = normalize(as[i])
 	}
 	return as, nil
 }
@@ -46,13 +46,13 @@ func Merge(dynamic, static []Announcement) []Announcement {
 	out := make([]Announcement, 0, len(dynamic)+len(static))
 	out = append(out, dynamic...)
 	for _, a := range static {
-		out = append(out, Normalize(a))
+		out = append(out, normalize(a))
 	}
 	return out
 }
 
-// Quote renders at most maxQuoted bytes of b as a Go-quoted string, marking a cut.
-func Quote(b []byte) string {
+// quote renders at most maxQuoted bytes of b as a Go-quoted string, marking a cut.
+func quote(b []byte) string {
 	if len(b) <= maxQuoted {
 		return fmt.Sprintf("%q", b)
 	}

@@ -3,9 +3,9 @@
 package params
 
 // Collection types a parameter announcement may declare. An empty collectionType
-// means CollectionString.
+// means collectionString.
 const (
-	CollectionString = "string"
+	collectionString = "string"
 	CollectionArray  = "array"
 	CollectionMap    = "map"
 )

@@ -15,16 +15,16 @@ func ValidateAnnouncement(a Announcement) error {
 		return errors.New("name is required")
 	}
 	switch a.CollectionType {
-	case "", CollectionString, CollectionArray, CollectionMap:
+	case "", collectionString, CollectionArray, CollectionMap:
 		return nil
 	}
 	return fmt.Errorf("parameter %q: unknown collectionType %q (want string, array or map)", a.Name, a.CollectionType)
 }
 
-// Normalize returns a copy of a that keeps only the value field matching its
+// normalize returns a copy of a that keeps only the value field matching its
 // collectionType (an empty collectionType means string), as the proposal's Q/A
 // says: the other value fields are ignored, so they are not sent to the UI.
-func Normalize(a Announcement) Announcement {
+func normalize(a Announcement) Announcement {
 	switch a.CollectionType {
 	case CollectionArray:
 		a.String, a.Map = "", nil

@@ -15,15 +15,15 @@ import (
 // Exit codes of both binaries (the README lists them). A script tells a refusal
 // of its input (1) from a wrong command line (2) without parsing text.
 const (
-	// ExitOK: the command did what was asked; for inject and explain, every
+	// exitOK: the command did what was asked; for inject and explain, every
 	// object is injected or skipped.
-	ExitOK = 0
+	exitOK = 0
 	// ExitFailure: the command failed; for inject and explain, an object is
 	// denied.
 	ExitFailure = 1
-	// ExitUsage: the command line is wrong (unknown command or flag, missing
+	// exitUsage: the command line is wrong (unknown command or flag, missing
 	// or bad value).
-	ExitUsage = 2
+	exitUsage = 2
 )
 
 // IO is where a command reads and writes; Main never touches os.Std*.
@@ -50,26 +50,26 @@ type Program struct {
 	// command line is a usage error.
 	Default string
 	// ExitCodes is the help's last line; empty: the generic meaning of
-	// ExitOK, ExitFailure and ExitUsage.
+	// exitOK, ExitFailure and exitUsage.
 	ExitCodes string
 }
 
-// UsageError is a wrong command line: printed with a pointer to the help,
+// usageError is a wrong command line: printed with a pointer to the help,
 // exit code 2.
-type UsageError struct {
+type usageError struct {
 	// Command is the command path, e.g. "cmp-server run".
 	Command string
 	Err     error
 }
 
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
+func (e *usageError) Error() string { return e.Err.Error() }
+func (e *usageError) Unwrap() error { return e.Err }
 
-// HelpRequest asks Main to print Text on stdout and exit 0: --help, -h and
+// helpRequest asks Main to print Text on stdout and exit 0: --help, -h and
 // help are answers, not errors, for every command.
-type HelpRequest struct{ Text string }
+type helpRequest struct{ Text string }
 
-func (h *HelpRequest) Error() string { return "help requested" }
+func (h *helpRequest) Error() string { return "help requested" }
 
 // ExitError ends the program with Code. Err's text is printed as it is, with no
 // command prefix (helm's own message, for one); a nil Err prints nothing.
@@ -107,7 +107,7 @@ func (p Program) Main(ctx context.Context, args []string, io IO) int {
 func (p Program) dispatch(ctx context.Context, args []string, io IO) (string, error) {
 	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0]) && args[0] != "--version") {
 		if p.Default == "" {
-			return p.Name, &UsageError{Command: p.Name, Err: errors.New("a command is required\n\n" + p.Usage())}
+			return p.Name, &usageError{Command: p.Name, Err: errors.New("a command is required\n\n" + p.Usage())}
 		}
 		c, _ := p.command(p.Default)
 		return p.Name + " " + c.Name, c.Run(ctx, args, io)
@@ -118,7 +118,7 @@ func (p Program) dispatch(ctx context.Context, args []string, io IO) (string, er
 				return p.Name + " " + c.Name, c.Run(ctx, []string{"--help"}, io)
 			}
 		}
-		return p.Name, &HelpRequest{Text: p.Usage()}
+		return p.Name, &helpRequest{Text: p.Usage()}
 	}
 	name := args[0]
 	if name == "--version" {
@@ -126,7 +126,7 @@ func (p Program) dispatch(ctx context.Context, args []string, io IO) (string, er
 	}
 	c, ok := p.command(name)
 	if !ok {
-		return p.Name, &UsageError{Command: p.Name, Err: fmt.Errorf("unknown command %q\n\n%s", args[0], p.Usage())}
+		return p.Name, &usageError{Command: p.Name, Err: fmt.Errorf("unknown command %q\n\n%s", args[0], p.Usage())}
 	}
 	return p.Name + " " + c.Name, c.Run(ctx, args[1:], io)
 }
@@ -165,29 +165,29 @@ func (p Program) Usage() string {
 	if p.ExitCodes != "" {
 		fmt.Fprintln(&b, p.ExitCodes)
 	} else {
-		fmt.Fprintf(&b, "Exit codes: %d success, %d failure, %d usage error.\n", ExitOK, ExitFailure, ExitUsage)
+		fmt.Fprintf(&b, "Exit codes: %d success, %d failure, %d usage error.\n", exitOK, ExitFailure, exitUsage)
 	}
 	return b.String()
 }
 
 func (p Program) exit(name string, err error, io IO) int {
 	var (
-		help  *HelpRequest
-		usage *UsageError
+		help  *helpRequest
+		usage *usageError
 		exit  *ExitError
 	)
 	switch {
 	case err == nil:
-		return ExitOK
+		return exitOK
 	case errors.As(err, &help):
 		fmt.Fprint(io.Stdout, help.Text)
-		return ExitOK
+		return exitOK
 	case errors.As(err, &usage):
 		fmt.Fprintf(io.Stderr, "%s: %v\n", usage.Command, usage.Err)
 		if !strings.Contains(usage.Err.Error(), "\nusage: ") {
 			fmt.Fprintf(io.Stderr, "Run '%s --help' for usage.\n", usage.Command)
 		}
-		return ExitUsage
+		return exitUsage
 	case errors.As(err, &exit):
 		if exit.Err != nil {
 			fmt.Fprintln(io.Stderr, exit.Err)
@@ -248,7 +248,7 @@ func (f *FlagSet) Parse(args []string) error {
 	}
 	if f.NArg() > 0 {
 		if isHelp(f.Arg(0)) {
-			return &HelpRequest{Text: f.Usage()}
+			return &helpRequest{Text: f.Usage()}
 		}
 		return f.Errorf("unexpected arguments %q", f.Args())
 	}
@@ -267,7 +267,7 @@ func (f *FlagSet) ParseAction(args []string) (string, error) {
 	}
 	action := f.Arg(0)
 	if isHelp(action) {
-		return "", &HelpRequest{Text: f.Usage()}
+		return "", &helpRequest{Text: f.Usage()}
 	}
 	if err := f.parse(f.Args()[1:]); err != nil {
 		return "", err
@@ -282,16 +282,16 @@ func (f *FlagSet) parse(args []string) error {
 	err := f.FlagSet.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		return &HelpRequest{Text: f.Usage()}
+		return &helpRequest{Text: f.Usage()}
 	case err != nil:
-		return &UsageError{Command: f.path, Err: err}
+		return &usageError{Command: f.path, Err: err}
 	}
 	return nil
 }
 
 // Errorf is a usage error of this command.
 func (f *FlagSet) Errorf(format string, a ...any) error {
-	return &UsageError{Command: f.path, Err: fmt.Errorf(format, a...)}
+	return &usageError{Command: f.path, Err: fmt.Errorf(format, a...)}
 }
 
 // ShutdownContext is ctx, ended by SIGTERM (the kubelet's stop) or SIGINT

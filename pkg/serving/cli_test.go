@@ -24,14 +24,14 @@ func TestProgramExitCodes(t *testing.T) {
 	}{
 		"ok":             {[]string{"other"}, nil, 0, "", ""},
 		"failure":        {[]string{"other"}, errors.New("boom"), 1, "", "prog other: boom\n"},
-		"usage":          {[]string{"other"}, &UsageError{Command: "prog other", Err: errors.New("bad")}, 2, "", "prog other: bad\nRun 'prog other --help' for usage.\n"},
+		"usage":          {[]string{"other"}, &usageError{Command: "prog other", Err: errors.New("bad")}, 2, "", "prog other: bad\nRun 'prog other --help' for usage.\n"},
 		"exit as is":     {[]string{"other"}, &ExitError{Code: 3, Err: errors.New("Error: helm says")}, 3, "", "Error: helm says\n"},
 		"silent exit":    {[]string{"other"}, &ExitError{Code: 4}, 4, "", ""},
-		"help":           {[]string{"other"}, &HelpRequest{Text: "usage: prog other\n"}, 0, "usage: prog other\n", ""},
+		"help":           {[]string{"other"}, &helpRequest{Text: "usage: prog other\n"}, 0, "usage: prog other\n", ""},
 		"default":        {nil, errors.New("from serve"), 1, "", "prog serve: from serve\n"},
 		"default flags":  {[]string{"--x"}, errors.New("from serve"), 1, "", "prog serve: from serve\n"},
 		"unknown":        {[]string{"nope"}, nil, 2, "", "prog: unknown command \"nope\"\n\nusage: prog <command>"},
-		"wrapped usage":  {[]string{"other"}, errors.Join(&UsageError{Command: "prog other", Err: errors.New("bad")}), 2, "", "prog other: bad\n"},
+		"wrapped usage":  {[]string{"other"}, errors.Join(&usageError{Command: "prog other", Err: errors.New("bad")}), 2, "", "prog other: bad\n"},
 		"top-level help": {[]string{"--help"}, nil, 0, "usage: prog <command> [flags]\n\ndoes things\n\ncommands:\n  serve  serves (the default", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -52,7 +52,7 @@ func TestFlagSetHelpAndErrors(t *testing.T) {
 	fs.Notes("more words")
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"--config", "x", "help"}} {
 		_, err := fs.ParseAction(args)
-		var h *HelpRequest
+		var h *helpRequest
 		if !errors.As(err, &h) || !strings.HasPrefix(h.Text, "usage: prog run ACTION [flags]\n\nflags:\n  -config string") || !strings.HasSuffix(h.Text, "\nmore words\n") {
 			t.Errorf("%v: %v", args, err)
 		}
@@ -63,7 +63,7 @@ func TestFlagSetHelpAndErrors(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--nope"}, {"a", "b"}} {
 		_, err := fs.ParseAction(args)
-		var u *UsageError
+		var u *usageError
 		if !errors.As(err, &u) || u.Command != "prog run" {
 			t.Errorf("%v: %v", args, err)
 		}

@@ -39,13 +39,13 @@ type ConnLimits struct {
 type DropReason string
 
 const (
-	// DropPerIP: accepted while its address already held PerIP connections.
-	DropPerIP DropReason = "per_ip_cap"
-	// DropEvicted: on probation, closed to make room for a new connection
+	// dropPerIP: accepted while its address already held PerIP connections.
+	dropPerIP DropReason = "per_ip_cap"
+	// dropEvicted: on probation, closed to make room for a new connection
 	// while all Max slots were held.
-	DropEvicted DropReason = "evicted"
-	// DropProbation: no kept request within Probation.
-	DropProbation DropReason = "probation"
+	dropEvicted DropReason = "evicted"
+	// dropProbation: no kept request within Probation.
+	dropProbation DropReason = "probation"
 )
 
 // LimitConns returns l bounded by lim. Its connections must reach handlers
@@ -92,7 +92,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		// Counted before the close, so whoever sees a connection closed
 		// finds it counted.
 		if victim != nil {
-			l.dropped(DropEvicted)
+			l.dropped(dropEvicted)
 			_ = victim.Conn.Close()
 		}
 		if lc == nil {
@@ -127,7 +127,7 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, drop DropReaso
 	// Before any eviction: a connection refused for its address must not cost
 	// another one its slot. Counts only fall while we wait below.
 	if l.perIP[addr] >= l.lim.PerIP {
-		return nil, nil, DropPerIP
+		return nil, nil, dropPerIP
 	}
 	for l.open >= l.lim.Max {
 		if e := l.trial.Front(); e != nil {
@@ -205,7 +205,7 @@ func (c *limitedConn) probationOver() {
 	}
 	c.l.mu.Unlock()
 	if over {
-		c.l.dropped(DropProbation)
+		c.l.dropped(dropProbation)
 		_ = c.Conn.Close()
 	}
 }

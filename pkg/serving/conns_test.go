@@ -104,7 +104,7 @@ func TestLimitConnsPerIP(t *testing.T) {
 	s1, _ := r.next(t), r.next(t)
 	refused := r.dial(t, 2)
 	closedByServer(t, refused)
-	if n := r.dropped(DropPerIP); n != 1 {
+	if n := r.dropped(dropPerIP); n != 1 {
 		t.Errorf("per-IP drops: %d, want 1", n)
 	}
 	// Another address is admitted.
@@ -114,7 +114,7 @@ func TestLimitConnsPerIP(t *testing.T) {
 	s1.Close()
 	r.dial(t, 2)
 	r.next(t)
-	if n := r.dropped(DropEvicted); n != 0 {
+	if n := r.dropped(dropEvicted); n != 0 {
 		t.Errorf("evictions: %d", n)
 	}
 }
@@ -134,7 +134,7 @@ func TestLimitConnsEvictsOldestOnProbation(t *testing.T) {
 	r.dial(t, 5)
 	s4 := r.next(t)
 	closedByServer(t, c2) // the oldest on probation, not the older kept one
-	if n := r.dropped(DropEvicted); n != 1 {
+	if n := r.dropped(dropEvicted); n != 1 {
 		t.Errorf("evictions: %d, want 1", n)
 	}
 	keep(s3)
@@ -145,7 +145,7 @@ func TestLimitConnsEvictsOldestOnProbation(t *testing.T) {
 	if got := s5.RemoteAddr().(*net.TCPAddr).IP.String(); got != "127.0.0.6" {
 		t.Errorf("admitted %s, want the waiting 127.0.0.6", got)
 	}
-	if n := r.dropped(DropEvicted); n != 1 {
+	if n := r.dropped(dropEvicted); n != 1 {
 		t.Errorf("evictions: %d, want still 1 (kept connections are not evicted)", n)
 	}
 }
@@ -161,7 +161,7 @@ func TestLimitConnsProbation(t *testing.T) {
 	idle := r.dial(t, 2)
 	r.next(t)
 	closedByServer(t, idle)
-	if n := r.dropped(DropProbation); n != 1 {
+	if n := r.dropped(dropProbation); n != 1 {
 		t.Errorf("probation drops: %d, want 1", n)
 	}
 	// The kept one is still open: its read times out instead of ending.

@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Health adds the probes both servers answer to r: /healthz (the process
+// healthRoutes adds the probes both servers answer to r: /healthz (the process
 // serves HTTP) and /readyz (ready returns nil; otherwise 503 with its reason).
-func Health(r *mux.Router, ready func() error) {
+func healthRoutes(r *mux.Router, ready func() error) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	}).Methods(http.MethodGet, http.MethodHead)
@@ -30,10 +30,10 @@ func ReadyHandler(ready func() error) http.HandlerFunc {
 }
 
 // MetricsRouter is the plain-HTTP mux of both servers' metrics listener:
-// Health and /metrics from reg.
+// healthRoutes and /metrics from reg.
 func MetricsRouter(reg prometheus.Gatherer, ready func() error) *mux.Router {
 	r := mux.NewRouter()
-	Health(r, ready)
+	healthRoutes(r, ready)
 	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})).Methods(http.MethodGet, http.MethodHead)
 	return r
 }

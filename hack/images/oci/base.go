@@ -16,13 +16,13 @@ func Base() []Entry {
 	return []Entry{
 		{Path: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
 		{Path: "etc/group", Mode: 0o644, Data: []byte(group)},
-		Dir("tmp", 0o1777, 0),
-		Dir("home/nonroot", 0o700, 65532),
+		dirEntry("tmp", 0o1777, 0),
+		dirEntry("home/nonroot", 0o700, 65532),
 		// Group 0 with the owner's rights, as Argo CD's own image has it:
 		// OpenShift runs every container of a pod as the namespace's UID in
 		// group 0, and the plugin sockets and config are mounted below this
 		// directory (a sidecar as UID 1000680000 could not read its
 		// plugin.yaml through a 0700 home of 999's).
-		GroupDir("home/argocd", 0o770, 999, 0),
+		groupDir("home/argocd", 0o770, 999, 0),
 	}
 }

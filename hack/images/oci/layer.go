@@ -30,13 +30,13 @@ type Entry struct {
 	Link string // a symbolic link to Link when set
 }
 
-// GroupDir is a directory entry with mode perm owned by uid and group gid.
-func GroupDir(path string, perm int64, uid, gid int) Entry {
+// groupDir is a directory entry with mode perm owned by uid and group gid.
+func groupDir(path string, perm int64, uid, gid int) Entry {
 	return Entry{Path: path, Mode: perm | int64(os.ModeDir), UID: uid, GID: &gid}
 }
 
-// Dir is a directory entry with mode perm.
-func Dir(path string, perm int64, uid int) Entry {
+// dirEntry is a directory entry with mode perm.
+func dirEntry(path string, perm int64, uid int) Entry {
 	return Entry{Path: path, Mode: perm | int64(os.ModeDir), UID: uid}
 }
 
@@ -51,7 +51,7 @@ func Layer(entries []Entry, epoch time.Time) (v1.Layer, error) {
 		all[e.Path] = e
 		for d := filepath.Dir(e.Path); d != "."; d = filepath.Dir(d) {
 			if _, ok := all[d]; !ok {
-				all[d] = Dir(d, 0o755, 0)
+				all[d] = dirEntry(d, 0o755, 0)
 			}
 		}
 	}
