@@ -82,6 +82,7 @@ func run() error {
 	res.AnchorKube = pins["KUBE_VERSION"]
 	res.AnchorArgo = []string{pins["ARGOCD_VERSION"], pins["ARGOCD_V2_VERSION"]}
 	res.Etcd = pins["ETCD_VERSION"]
+	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), fields(pins["MATRIX_ARGOCD"])
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
 		return err
 	}

@@ -72,13 +72,13 @@ func TestSummaryGroupsReleases(t *testing.T) {
 		{Version: "v1.30.14", Build: "cached", Scenarios: []Scenario{{Name: "TestA", Result: "fail"}, {Name: "TestB", Result: "pass"}}},
 		{Version: "v1.27.16", Build: "failed", BuildReason: "undefined: x"},
 	}
-	got := summary(rows)
-	want := "every scenario passes on v1.37.2; fails on v1.30.14 (TestA); cannot be built here: v1.27.16"
+	got := summary(rows, []string{"v1.37.2", "v1.36.5", "v1.30.14", "v1.27.16"})
+	want := "every scenario passes on v1.37.2; fails on v1.30.14 (TestA); cannot be built here: v1.27.16; not run yet: v1.36.5"
 	if got != want {
 		t.Errorf("summary:\n got %s\nwant %s", got, want)
 	}
-	if summary(nil) != "not run yet" {
-		t.Errorf("summary of nothing: %q", summary(nil))
+	if summary(nil, []string{"v1.37.2"}) != "not run yet" {
+		t.Errorf("summary of nothing: %q", summary(nil, nil))
 	}
 }
 

@@ -29,11 +29,13 @@ func renderDoc(r *Results) string {
 	fmt.Fprintf(&b, "## Kubernetes\n\nkube-apiserver and kube-controller-manager of each release, with etcd %s, running the whole\n", r.Etcd)
 	fmt.Fprintf(&b, "end-to-end suite but the real node (which runs the pinned kubelet) with Argo CD %s.\n\n", strings.Join(r.AnchorArgo, " and "))
 	table(&b, "Kubernetes", r.Kube)
+	notRun(&b, r.Kube, r.PlannedKube)
 	fmt.Fprintf(&b, "\n## Argo CD\n\nArgo CD's `argocd` (run as argocd-repo-server and argocd-cmp-server) and our repoclient built\n")
 	fmt.Fprintf(&b, "against each release's own API, in the chain on Kubernetes %s: helm install, the injected\n", r.AnchorKube)
 	b.WriteString("repo-server pod of a Deployment booted, every plugin rendered through Argo CD's repo-server and\n")
 	b.WriteString("compared with Argo CD's argocd-cmp-server.\n\n")
 	table(&b, "Argo CD", r.Argo)
+	notRun(&b, r.Argo, r.PlannedArgo)
 	if fails := failures(r); fails != "" {
 		b.WriteString("\n## Why a cell failed\n\n")
 		b.WriteString(fails)
@@ -93,6 +95,23 @@ func table(b *strings.Builder, axis string, rows []Row) {
 	b.WriteString("\n")
 }
 
+// notRun names the planned releases that have no row yet.
+func notRun(b *strings.Builder, rows []Row, planned []string) {
+	if missing := missing(rows, planned); len(missing) > 0 {
+		fmt.Fprintf(b, "\nNot run yet: %s.\n", strings.Join(missing, ", "))
+	}
+}
+
+func missing(rows []Row, planned []string) []string {
+	var out []string
+	for _, v := range planned {
+		if _, ok := find(rows, v); !ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func cell(row Row, name string) string {
 	for _, s := range row.Scenarios {
 		if s.Name == name {
@@ -133,15 +152,15 @@ func renderReadme(r *Results) string {
 	var b strings.Builder
 	b.WriteString(readmeBegin + "\n")
 	fmt.Fprintf(&b, "- Version matrix (`make e2e-matrix`, last run on commit `%s`, [docs/compatibility.md](docs/compatibility.md)):\n", short(r.Commit))
-	fmt.Fprintf(&b, "  - Kubernetes, the whole end-to-end suite with Argo CD %s: %s.\n", strings.Join(r.AnchorArgo, " and "), summary(r.Kube))
-	fmt.Fprintf(&b, "  - Argo CD, the chain on Kubernetes %s: %s.\n", r.AnchorKube, summary(r.Argo))
+	fmt.Fprintf(&b, "  - Kubernetes, the whole end-to-end suite with Argo CD %s: %s.\n", strings.Join(r.AnchorArgo, " and "), summary(r.Kube, r.PlannedKube))
+	fmt.Fprintf(&b, "  - Argo CD, the chain on Kubernetes %s: %s.\n", r.AnchorKube, summary(r.Argo, r.PlannedArgo))
 	b.WriteString(readmeEnd + "\n")
 	return b.String()
 }
 
 // summary groups releases by outcome: "passes on v1.37.2, v1.36.5; fails on
 // v1.30.14 (TestX); cannot be built: v1.27.16".
-func summary(rows []Row) string {
+func summary(rows []Row, planned []string) string {
 	if len(rows) == 0 {
 		return "not run yet"
 	}
@@ -171,6 +190,9 @@ func summary(rows []Row) string {
 	}
 	if len(nobuild) > 0 {
 		parts = append(parts, "cannot be built here: "+strings.Join(nobuild, ", "))
+	}
+	if m := missing(rows, planned); len(m) > 0 {
+		parts = append(parts, "not run yet: "+strings.Join(m, ", "))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -25,6 +25,10 @@ type Results struct {
 	Etcd       string   `json:"etcd"`
 	Kube       []Row    `json:"kubernetes"`
 	Argo       []Row    `json:"argocd"`
+	// PlannedKube and PlannedArgo are the releases hack/versions.sh lists:
+	// the documents show the ones without a row as not run yet.
+	PlannedKube []string `json:"plannedKubernetes"`
+	PlannedArgo []string `json:"plannedArgocd"`
 }
 
 // Row is one release: its build and each scenario (an end-to-end test).
