@@ -59,7 +59,7 @@ func mountClashes(c *corev1.Container, volumes map[string]*corev1.ConfigMapVolum
 		}
 		name := strings.TrimSuffix(strings.TrimSuffix(key, ".yaml"), ".yml")
 		for _, e := range entries {
-			if name+".sock" != socketOf(e) {
+			if keys.SocketFile(name, "") != socketOf(e) {
 				continue
 			}
 			out = append(out, fmt.Sprintf(
@@ -101,5 +101,5 @@ func socketOf(e *catalog.Entry) string {
 	if e.Socket != "" {
 		return e.Socket
 	}
-	return e.Name + ".sock"
+	return keys.SocketFile(e.Name, "")
 }
