@@ -65,6 +65,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// What hack/versions.sh plans now, for the documents' "not run yet".
+	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), fields(pins["MATRIX_ARGOCD"])
 	if o.render {
 		return write(o, res)
 	}
@@ -82,7 +84,6 @@ func run() error {
 	res.AnchorKube = pins["KUBE_VERSION"]
 	res.AnchorArgo = []string{pins["ARGOCD_VERSION"], pins["ARGOCD_V2_VERSION"]}
 	res.Etcd = pins["ETCD_VERSION"]
-	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), fields(pins["MATRIX_ARGOCD"])
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
 		return err
 	}
