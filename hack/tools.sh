@@ -195,6 +195,37 @@ matrix_module() {
   fi
 }
 
+# matrix_kube_fallbacks DIR VERSION: the Go module proxy does not serve every
+# staging module at every patch (test/e2e/tools/kube-apiserver-1.32 says which
+# for v1.32.13). A staging module the release's patch is missing for is taken at
+# the newest served patch of the same minor (staging APIs do not change within a
+# minor); one with no served patch at all gets a stub module, which is enough
+# when neither binary imports it (the build says so otherwise).
+served() { (cd / && GOFLAGS=-mod=mod go list -m "$1" >/dev/null 2>&1); }
+
+matrix_kube_fallbacks() {
+  local dir=$1 v=$2 staging name want alt p
+  staging="v0.${v#v1.}"
+  for name in $(sed -n "s#^\t\(k8s.io/[a-z0-9-]*\) => k8s.io/[a-z0-9-]* $staging\$#\1#p" "$dir/go.mod"); do
+    served "$name@$staging" && continue
+    want=$(echo "$staging" | cut -d. -f1,2)
+    # The proxy's version lists are partial: probe the older patches.
+    alt=""
+    for p in $(seq $(($(echo "$staging" | cut -d. -f3) - 1)) -1 0); do
+      if served "$name@$want.$p"; then alt="$want.$p"; break; fi
+    done
+    if [ -n "$alt" ]; then
+      log "$name $staging is not served; taking $alt"
+      sed -i "s#^\t$name => $name $staging\$#\t$name => $name $alt#" "$dir/go.mod"
+    else
+      log "$name has no served $want.x; stubbing it"
+      mkdir -p "$dir/stubs/$name"
+      printf 'module %s\n\ngo 1.21\n' "$name" >"$dir/stubs/$name/go.mod"
+      sed -i "s#^\t$name => $name $staging\$#\t$name => ./stubs/$name#" "$dir/go.mod"
+    fi
+  done
+}
+
 build_matrix_kube() {
   local out=$1 v=$2 dir minor tc
   dir="$CACHE/.modules/kube-$v"
@@ -206,6 +237,7 @@ build_matrix_kube() {
     return
   fi
   tc=$(matrix_module "$dir" k8s.io/kubernetes "$v" "s#=> \./staging/src/(k8s.io/[a-z0-9-]+)\$#=> \1 v0.${v#v1.}#")
+  GOTOOLCHAIN=$tc matrix_kube_fallbacks "$dir" "$v"
   GOTOOLCHAIN=$tc build_k8s "$dir" kube-apiserver "$out/kube-apiserver-1.$minor" "$v"
   GOTOOLCHAIN=$tc build_k8s "$dir" kube-controller-manager "$out/kube-controller-manager-1.$minor" "$v"
 }
