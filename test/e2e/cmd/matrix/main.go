@@ -103,6 +103,7 @@ func run() error {
 			continue
 		}
 		row := r.row(ctx, step.axis, step.version)
+		row.Commit = res.Commit
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted during %s %s; rerun with -resume", step.axis.name, step.version)
 		}

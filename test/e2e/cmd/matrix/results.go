@@ -34,6 +34,7 @@ type Results struct {
 // Row is one release: its build and each scenario (an end-to-end test).
 type Row struct {
 	Version      string     `json:"version"`
+	Commit       string     `json:"commit"` // the tree this row ran (a resumed run can span commits)
 	Build        string     `json:"build"` // "ok", "cached" or "failed"
 	BuildReason  string     `json:"buildReason,omitempty"`
 	BuildSeconds float64    `json:"buildSeconds"`
