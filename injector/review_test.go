@@ -78,3 +78,40 @@ func TestReviewRouting(t *testing.T) {
 		})
 	}
 }
+
+// A pod that does not decode is the decision's (malformed_pod), not the
+// transport's; a broken envelope is a 400 whether or not a pod is broken
+// too, and anything but JSON a 415.
+func TestDecodeReviewErrors(t *testing.T) {
+	const head = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{`
+	for _, tc := range []struct {
+		name, contentType, body string
+		code                    int
+		msg                     string
+	}{
+		{"bad pod only", "application/json", head + `"uid":"u","object":{"spec":3},"oldObject":[]}}`, 0, ""},
+		{"bad envelope and pod", "application/json", head + `"object":{"spec":3},"uid":7}}`, 400, "malformed AdmissionReview"},
+		{"bad envelope after the pod", "application/json", head + `"uid":"u","object":{"spec":3},"dryRun":"yes"}}`, 400, "malformed AdmissionReview"},
+		{"broken JSON in the pod", "application/json", head + `"uid":"u","object":{"spec":}}}`, 400, "malformed AdmissionReview"},
+		{"no uid", "application/json", head + `"object":{}}}`, 400, "no uid"},
+		{"v1beta1", "application/json", `{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}}`, 400, "expected admission.k8s.io/v1 AdmissionReview"},
+		{"not JSON", "text/plain", head + `"uid":"u"}}`, 415, "content type must be application/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := decodeReview(tc.contentType, []byte(tc.body))
+			if tc.code == 0 {
+				if err != nil || req.UID != "u" {
+					t.Fatalf("%v %+v", err, req)
+				}
+				if _, err := req.Object.pod(false); err == nil {
+					t.Errorf("the broken pod decoded")
+				}
+				return
+			}
+			re, ok := asRequestError(err)
+			if !ok || re.code != tc.code || !strings.Contains(re.msg, tc.msg) {
+				t.Errorf("got %v, want %d %q", err, tc.code, tc.msg)
+			}
+		})
+	}
+}
