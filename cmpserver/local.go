@@ -103,31 +103,25 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	env := append(append([]string{}, req.BaseEnv...), logEnv(req.LogLevel, req.LogFormat)...)
 	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, NewMetrics())
 	e.runner.report = req.OnCommand
-	dir, err := e.newRequestDir()
-	if err != nil {
-		return err
-	}
 	f, err := os.Open(tgz.Path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	unpackFor := func(*pluginpb.ManifestRequestMetadata) *unpackTo {
-		if extract {
-			return e.unpackTo(dir)
-		}
-		return nil
-	}
-	stream := &tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f}
-	repo, err := receiveRepo(stream, unpackFor, opts.Limits, 0)
-	if err != nil {
+	// The server's request, without its idle bound, shared trees or removal
+	// after the response.
+	rq := &request{eng: e, extract: extract, limits: opts.Limits, log: opts.Logger, remove: func(remove func()) { remove() }}
+	if err := rq.begin(); err != nil {
 		return err
 	}
-	ws, err := e.workspace(dir, dir, repo, extract)
-	if err != nil {
+	defer rq.end()
+	if err := rq.receive(&tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f}); err != nil {
 		return err
 	}
-	return fn(e, ws)
+	if _, err := rq.workspace(); err != nil {
+		return err
+	}
+	return rq.run(ctx, func(_ context.Context, ws *workspace) error { return fn(e, ws) })
 }
 
 // tarballStream plays the repo-server's side of a stream from a packed

@@ -34,7 +34,7 @@ type receivedRepo struct {
 	tgz *os.File
 }
 
-// unpackTo says where and how receiveRepo unpacks the tarball; nil: only read
+// unpackTo says where and how receiver.body unpacks the tarball; nil: only read
 // and verify the stream (MatchRepository without discovery).
 type unpackTo struct {
 	dir          string // the request dir, root of the unpacked tree
@@ -47,48 +47,48 @@ type unpackTo struct {
 	keep bool
 }
 
-// receiveRepo reads the metadata message and then every file chunk, hashing as
-// it goes. When unpackFor(metadata) returns where to unpack, the chunks are spooled and unpacked while they arrive,
-// so that unpacking overlaps the transfer instead of following it (Argo CD's
-// server writes the whole tarball to a file first and unpacks it afterwards).
-// The tree is unpacked into to.dir, e.g. the request dir, which nothing uses until
-// receiveRepo has returned, that is until the checksum of the whole stream has
+// A repository stream is read in two phases, header then body, so that the
+// caller decides where to unpack from the header (request.go) before the body
+// arrives. The body is spooled and unpacked while it arrives, so that
+// unpacking overlaps the transfer instead of following it (Argo CD's server
+// writes the whole tarball to a file first and unpacks it afterwards). The
+// tree is unpacked into to.dir, e.g. the request dir, which nothing uses until
+// body has returned, that is until the checksum of the whole stream has
 // matched; on any error the caller removes the dir. Every extraction limit is
 // checked before the bytes it bounds are written, and what looks like a gzip
 // bomb waits for the whole stream (see bombRatio). A stream that sends nothing
 // for idle (> 0) is ended. The error strings of Argo CD's server are kept where
 // they exist, since users search for them.
-func receiveRepo(stream appStream, unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo, limits Limits, idle time.Duration) (*receivedRepo, error) {
-	ctx := stream.Context()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("stream context error: %w", err)
+
+// newReceiver reads stream with limits, ending it after idle (> 0) without
+// a message.
+func newReceiver(stream appStream, limits Limits, idle time.Duration) *receiver {
+	r := &receiver{stream: stream, limits: limits, idle: idle}
+	if idle > 0 {
+		r.watched = true
+		r.lastMsg.Store(time.Now().UnixNano())
 	}
-	r := &receiver{stream: stream, unpackFor: unpackFor, limits: limits}
-	if idle <= 0 {
-		return r.receive()
-	}
-	return r.receiveWatched(idle)
+	return r
 }
 
-// receiver reads one repository stream (receive). With an idle bound, it runs
-// on its own goroutine and the handler only watches it (receiveWatched): gRPC
+// receiver reads one repository stream (header, body). With an idle bound, each phase runs
+// on its own goroutine and the handler only watches it (watch): gRPC
 // cannot interrupt a server-side Recv (its context only ends with the client,
 // the client's deadline or the handler), and returning from the handler
 // cancels the stream, which ends that Recv and the goroutine with it. The
 // goroutine hashes and spools each chunk itself: handing every message to
 // the handler cost two goroutine switches per 1 KiB chunk.
 type receiver struct {
-	stream    appStream
-	unpackFor func(*pluginpb.ManifestRequestMetadata) *unpackTo
-	limits    Limits
-	// watched is set by receiveWatched, which reads lastMsg: when the last
-	// message arrived (unix nanoseconds), kept only then.
+	stream appStream
+	limits Limits
+	idle   time.Duration
+	// watched is set with an idle bound: the watcher (watch) reads lastMsg,
+	// when the last message arrived (unix nanoseconds), kept only then.
 	watched bool
 	lastMsg atomic.Int64
 	// mu orders the start of the extraction with the watcher giving up:
-	// once abandoned, unpackFor (which may take a shared tree the caller
-	// releases) is not called and nothing is unpacked; un, once started, is
-	// stopped by the watcher on idle.
+	// once abandoned, nothing is unpacked (into a tree the caller may have
+	// released); un, once started, is stopped by the watcher on idle.
 	mu        sync.Mutex
 	un        *streamUnpack
 	abandoned bool
@@ -125,18 +125,39 @@ func receiveErrorPrefix(rpc string) string {
 	return "error receiving stream"
 }
 
-func (r *receiver) receive() (*receivedRepo, error) {
-	ctx := r.stream.Context()
-	first, err := r.recv()
+// header reads the stream's first message, its metadata.
+func (r *receiver) header() (*pluginpb.ManifestRequestMetadata, error) {
+	if err := r.stream.Context().Err(); err != nil {
+		return nil, fmt.Errorf("stream context error: %w", err)
+	}
+	repo, err := r.watch(func() (*receivedRepo, error) {
+		first, err := r.recv()
+		if err != nil {
+			return nil, fmt.Errorf("error receiving stream header: %w", err)
+		}
+		meta := first.GetMetadata()
+		if meta == nil {
+			return nil, errors.New("error getting stream metadata: metadata is nil")
+		}
+		return &receivedRepo{meta: meta}, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("error receiving stream header: %w", err)
+		return nil, err
 	}
-	meta := first.GetMetadata()
-	if meta == nil {
-		return nil, errors.New("error getting stream metadata: metadata is nil")
-	}
+	return repo.meta, nil
+}
+
+// body reads the tarball that follows meta to the end of the stream and
+// checks its checksum, unpacking it as it arrives as to says (nil: only read
+// and verify).
+func (r *receiver) body(meta *pluginpb.ManifestRequestMetadata, to *unpackTo) (*receivedRepo, error) {
+	return r.watch(func() (*receivedRepo, error) { return r.readBody(meta, to) })
+}
+
+func (r *receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *unpackTo) (*receivedRepo, error) {
+	ctx := r.stream.Context()
 	hash := sha256.New()
-	un, err := r.startUnpack(meta)
+	un, err := r.startUnpack(to)
 	if err != nil {
 		return nil, err
 	}
@@ -198,15 +219,14 @@ func (r *receiver) keepSpool(un *streamUnpack) *os.File {
 	return un.sp.f
 }
 
-// startUnpack starts the extraction unpackFor asks for, unless the watcher
-// has given up on the request.
-func (r *receiver) startUnpack(meta *pluginpb.ManifestRequestMetadata) (*streamUnpack, error) {
+// startUnpack starts the extraction to asks for, unless the watcher has
+// given up on the request.
+func (r *receiver) startUnpack(to *unpackTo) (*streamUnpack, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.abandoned {
 		return nil, errAbandoned
 	}
-	to := r.unpackFor(meta)
 	if to == nil {
 		return nil, nil
 	}
@@ -228,16 +248,19 @@ type receiveResult struct {
 	err  error
 }
 
-// receiveWatched runs receive on its own goroutine and ends the request when
-// no message has arrived for idle. The extraction is stopped before it
-// returns, as receive itself does, so nothing writes into the request dir
-// once the caller removes it; the goroutine ends when the handler returns.
-func (r *receiver) receiveWatched(idle time.Duration) (*receivedRepo, error) {
+// watch runs a phase of the stream, with an idle bound on its own goroutine,
+// ending the request when no message has arrived for idle. The extraction is
+// stopped before it returns, as readBody itself does, so nothing writes into
+// the request dir once the caller removes it; the goroutine ends when the
+// handler returns.
+func (r *receiver) watch(phase func() (*receivedRepo, error)) (*receivedRepo, error) {
+	if !r.watched {
+		return phase()
+	}
+	idle := r.idle
 	done := make(chan receiveResult, 1)
-	r.watched = true
-	r.lastMsg.Store(time.Now().UnixNano())
 	go func() {
-		repo, err := r.receive()
+		repo, err := phase()
 		done <- receiveResult{repo, err}
 	}()
 	timer := time.NewTimer(idle)

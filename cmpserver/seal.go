@@ -23,7 +23,7 @@ import (
 // every entry's path, inode, type, mode, owner, link count, size, mtime and
 // ctime, in a fixed order. A tree whose digest later differs has been changed
 // (an added or removed entry changes its directory's times), and nothing
-// produced from it is used (see Server.withRepo).
+// produced from it is used (see request.run).
 type treeSeal struct {
 	sum     [sha256.Size]byte
 	entries int

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,7 +39,7 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	var manifests encodedManifests
 	cfg := svc.s.config()
 	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *workspace) error {
-		// A run on a shared tree that was changed is run again (withRepo).
+		// A run on a shared tree that was changed is run again (request.run).
 		manifests = encodedManifests{}
 		if err := cfg.engine.generate(ctx, ws, &manifests); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
@@ -89,7 +88,7 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 	return stream.SendAndClose(&resp)
 }
 
-// withRepo receives and unpacks one repository into a private request dir, runs
+// withRepo runs one request (request.go): receives and unpacks one repository, runs
 // fn on it and removes the dir. The request runs on cfg, the configuration
 // current when it started, to its end. Logs carry a request id and the
 // configuration's hash, never env values.
@@ -114,55 +113,17 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		}
 	}
 	start := time.Now()
-	dir, err := cfg.engine.newRequestDir()
-	if err != nil {
-		return err
-	}
-	ws := &workspace{dir: dir}
-	defer s.removals.run(func() { cfg.engine.cleanup(ws) })
+	rq := &request{eng: cfg.engine, extract: extract, limits: s.opts.Limits, idle: s.opts.StreamIdleTimeout, log: log, remove: s.removals.run}
 	// A read-only plugin's tree is shared between the requests that send the
 	// same stream (trees.go); any other request unpacks into its own dir.
-	shared := extract && cfg.plugin.Spec.ReadOnlyRepository
-	var (
-		key     treeKey
-		inUse   *tree  // a shared tree this request uses
-		treeDir string // a tree this request unpacks to share
-		reused  bool
-		tgz     *os.File // treeDir's tarball, until the tree takes it
-	)
-	defer func() {
-		if inUse != nil {
-			s.trees.release(inUse)
-		} else if treeDir != "" {
-			removeTree(treeDir)
-		}
-		if tgz != nil {
-			tgz.Close()
-		}
-	}()
-	unpackFor := func(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
-		if !shared {
-			if extract {
-				return cfg.engine.unpackTo(dir)
-			}
-			return nil
-		}
-		key = treeKey{checksum: meta.GetChecksum(), preserveMode: cfg.plugin.Spec.PreserveFileMode}
-		if inUse = s.trees.acquire(key); inUse != nil {
-			reused = true
-			return nil // the stream is only hashed
-		}
-		d, err := cfg.engine.newRequestDir()
-		if err != nil {
-			return cfg.engine.unpackTo(dir)
-		}
-		treeDir = d
-		to := cfg.engine.unpackTo(treeDir)
-		to.readOnly, to.keep = true, true
-		return to
+	if extract && cfg.plugin.Spec.ReadOnlyRepository {
+		rq.trees = s.trees
 	}
-	repo, err := receiveRepo(stream, unpackFor, s.opts.Limits, s.opts.StreamIdleTimeout)
-	if err != nil {
+	if err := rq.begin(); err != nil {
+		return err
+	}
+	defer rq.end()
+	if err := rq.receive(stream); err != nil {
 		// A status error keeps its code through the wrapping (status.FromError).
 		// A failed Recv is answered by gRPC itself, so the log is where its
 		// text is seen.
@@ -170,38 +131,15 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		log.Warn("receive failed", zap.Error(err))
 		return err
 	}
-	s.metrics.received(rpc, repo.size)
-	log = log.With(zap.String("app_rel_path", repo.meta.GetAppRelPath()))
-	tgz = repo.tgz
-	root := dir
-	switch {
-	case inUse != nil:
-		root = inUse.dir
-	case treeDir != "":
-		root = treeDir
-		sl, err := sealTree(treeDir, dir)
-		if err != nil {
-			// The tree stays this request's, like a private one.
-			log.Warn("the unpacked tree cannot be sealed: not sharing it", zap.Error(err))
-		} else if tr, ok := s.trees.add(key, treeDir, sl, tgz); ok {
-			inUse, treeDir, tgz = tr, "", nil
-		}
-	}
-	if shared {
-		log = log.With(zap.Bool("shared_tree_reused", reused))
-	}
-	unpacked, err := cfg.engine.workspace(dir, root, repo, extract)
-	if err != nil {
+	s.metrics.received(rpc, rq.repo.size)
+	log = rq.log
+	if _, err := rq.workspace(); err != nil {
 		log.Warn("unpack failed", zap.Error(err))
 		return err
 	}
-	log.Debug("repository received", zap.Int64("compressed_bytes", repo.size),
-		zap.String("env_names", envNames(repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
-	err = fn(ctx, unpacked)
-	if inUse != nil {
-		err = s.checkShared(ctx, log, cfg, inUse, dir, repo, err, fn)
-	}
-	if err != nil {
+	log.Debug("repository received", zap.Int64("compressed_bytes", rq.repo.size),
+		zap.String("env_names", envNames(rq.repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
+	if err := rq.run(ctx, fn); err != nil {
 		err = deadlineStatus(ctx, err)
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
 		return err
@@ -229,21 +167,20 @@ func deadlineStatus(ctx context.Context, err error) error {
 // tr (fn's error err) was made from the tree as unpacked: a command may have
 // changed it meanwhile, this request's or a concurrent one's (seal.go). If it
 // was changed, tr is dropped and fn runs again on a private copy unpacked into
-// the request dir dir from tr's tarball, whose checksum is verified again
-// (the unlinked file is reachable through /proc by the commands' UID).
-func (s *Server) checkShared(ctx context.Context, log *zap.Logger, cfg *loaded, tr *tree, dir string, repo *receivedRepo,
-	err error, fn func(context.Context, *workspace) error) error {
+// the request dir from tr's tarball, whose checksum is verified again (the
+// unlinked file is reachable through /proc by the commands' UID).
+func (r *request) checkShared(ctx context.Context, tr *tree, err error, fn func(context.Context, *workspace) error) error {
 	changed := tr.seal.check(tr.dir)
 	if changed == nil {
 		return err
 	}
-	s.trees.drop(tr)
-	log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
+	r.trees.drop(tr)
+	r.log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
 		zap.NamedError("change", changed))
-	if err := unpackCopy(tr, dir, cfg.engine.unpackTo(dir)); err != nil {
+	if err := unpackCopy(tr, r.dir, r.eng.unpackTo(r.dir)); err != nil {
 		return err
 	}
-	ws, err := cfg.engine.workspace(dir, dir, repo, true)
+	ws, err := r.eng.workspace(r.dir, r.dir, r.repo, true)
 	if err != nil {
 		return err
 	}

@@ -63,6 +63,62 @@ type trees struct {
 
 func newTrees() *trees { return &trees{m: map[treeKey]*tree{}} }
 
+// treeLease is one request's use of the shared tree of a key: dir is the
+// tree, fresh says the holder unpacks it (into a new dir, then publish) rather
+// than finding it ready, and release ends the use.
+type treeLease struct {
+	trees *trees
+	key   treeKey
+	dir   string
+	fresh bool
+	// tr is the cached tree in use: the one found, or this lease's once
+	// published; nil while a fresh dir is this request's alone.
+	tr *tree
+	// tgz is the fresh tree's tarball until the cache takes it.
+	tgz *os.File
+}
+
+// lease hands out the tree of k, or, when there is none, a new dir from
+// newDir for the caller to unpack and publish.
+func (t *trees) lease(k treeKey, newDir func() (string, error)) (*treeLease, error) {
+	if tr := t.acquire(k); tr != nil {
+		return &treeLease{trees: t, key: k, dir: tr.dir, tr: tr}, nil
+	}
+	dir, err := newDir()
+	if err != nil {
+		return nil, err
+	}
+	return &treeLease{trees: t, key: k, dir: dir, fresh: true}, nil
+}
+
+// publish makes the fresh tree, complete and sealed as sl, unpacked from
+// tgz, the tree of its key. When another request published one meanwhile, it
+// stays this request's alone, removed on release.
+func (l *treeLease) publish(sl treeSeal, tgz *os.File) {
+	if tr, ok := l.trees.add(l.key, l.dir, sl, tgz); ok {
+		l.tr = tr
+		return
+	}
+	l.tgz = tgz
+}
+
+// shared is the cached tree in use, nil when the lease's dir is the holder's
+// alone.
+func (l *treeLease) shared() *tree { return l.tr }
+
+// release ends the lease: the cached tree's use ends, a dir of the holder's
+// alone is removed.
+func (l *treeLease) release() {
+	if l.tr != nil {
+		l.trees.release(l.tr)
+	} else if l.fresh {
+		removeTree(l.dir)
+	}
+	if l.tgz != nil {
+		l.tgz.Close()
+	}
+}
+
 // acquire returns the tree for k, in use until release, or nil.
 func (t *trees) acquire(k treeKey) *tree {
 	t.mu.Lock()

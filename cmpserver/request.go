@@ -1,0 +1,129 @@
+package cmpserver
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+)
+
+// request runs one repository stream through the plugin, in steps that each
+// own their state, called in this order by the gRPC service (Server.withRepo)
+// and by local runs (runLocal):
+//
+//	begin     the request dir, <work dir>/<random UUID>
+//	receive   the stream's header; where to unpack (the request dir, a lease
+//	          on a shared tree, or nowhere); the body, unpacked as it arrives
+//	          and verified; a fresh shared tree sealed and published
+//	workspace the tree the commands run in, the app dir and the env
+//	run       the plugin call, and on a shared tree its seal checked after
+//	end       the lease released, the request dir removed (always called
+//	          once begin succeeded)
+type request struct {
+	eng     *Engine
+	extract bool   // the repository is unpacked (not for a match without discovery)
+	trees   *trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
+	limits  Limits
+	idle    time.Duration // --stream-idle-timeout; 0: none
+	log     *zap.Logger
+	// remove runs the request dir's removal (Server.removals: after the
+	// response).
+	remove func(func())
+
+	dir   string        // begin
+	lease *treeLease    // receive: the shared tree used; nil: the request dir
+	repo  *receivedRepo // receive
+	ws    *workspace    // workspace
+}
+
+// begin creates the request dir.
+func (r *request) begin() error {
+	dir, err := r.eng.newRequestDir()
+	r.dir = dir
+	return err
+}
+
+// receive reads the stream, unpacking it where target says. A fresh shared
+// tree is sealed and shared with later requests once complete (seal.go).
+func (r *request) receive(stream appStream) error {
+	rc := newReceiver(stream, r.limits, r.idle)
+	meta, err := rc.header()
+	if err != nil {
+		return err
+	}
+	if r.repo, err = rc.body(meta, r.target(meta)); err != nil {
+		return err
+	}
+	r.log = r.log.With(zap.String("app_rel_path", meta.GetAppRelPath()))
+	if r.trees != nil {
+		r.log = r.log.With(zap.Bool("shared_tree_reused", r.lease != nil && !r.lease.fresh))
+	}
+	if r.lease != nil && r.lease.fresh {
+		sl, err := sealTree(r.lease.dir, r.dir)
+		if err != nil {
+			// The tree stays this request's, like a private one.
+			r.log.Warn("the unpacked tree cannot be sealed: not sharing it", zap.Error(err))
+			r.lease.tgz = r.repo.tgz
+		} else {
+			r.lease.publish(sl, r.repo.tgz)
+		}
+	}
+	return nil
+}
+
+// target is where the body is unpacked: nowhere without extraction, the
+// request dir for a private tree, nowhere for a shared tree found ready (the
+// stream is only hashed), a new dir for a shared tree to unpack.
+func (r *request) target(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
+	if !r.extract {
+		return nil
+	}
+	if r.trees == nil {
+		return r.eng.unpackTo(r.dir)
+	}
+	key := treeKey{checksum: meta.GetChecksum(), preserveMode: r.eng.plugin.Spec.PreserveFileMode}
+	l, err := r.trees.lease(key, r.eng.newRequestDir)
+	if err != nil {
+		return r.eng.unpackTo(r.dir)
+	}
+	r.lease = l
+	if !l.fresh {
+		return nil
+	}
+	to := r.eng.unpackTo(l.dir)
+	to.readOnly, to.keep = true, true
+	return to
+}
+
+// workspace resolves the app dir and the commands' env on the request's
+// tree: the shared one if leased, else the request dir.
+func (r *request) workspace() (*workspace, error) {
+	root := r.dir
+	if r.lease != nil {
+		root = r.lease.dir
+	}
+	ws, err := r.eng.workspace(r.dir, root, r.repo, r.extract)
+	r.ws = ws
+	return ws, err
+}
+
+// run calls fn on the workspace. On a shared tree, the answer counts only if
+// the tree was not changed meanwhile (checkShared).
+func (r *request) run(ctx context.Context, fn func(context.Context, *workspace) error) error {
+	err := fn(ctx, r.ws)
+	if r.lease != nil && r.lease.shared() != nil {
+		err = r.checkShared(ctx, r.lease.shared(), err, fn)
+	}
+	return err
+}
+
+// end releases the lease and removes the request dir.
+func (r *request) end() {
+	if r.lease != nil {
+		r.lease.release()
+	}
+	dir := r.dir
+	r.remove(func() { r.eng.cleanup(&workspace{dir: dir}) })
+}
