@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,7 +43,9 @@ func hardeningScope() (value, flag string) {
 // namespace stops its watch (the API server sends the namespace's deletion to
 // the selector's watch).
 func TestReconcilerCachesOnlyEnabledNamespaces(t *testing.T) {
-	const flood = 60
+	// The attack run's size: 1,000 pods × 250 KiB took a cluster-wide
+	// reconciler from 53 to 490 MB, past the chart's memory limit.
+	const flood, workers = 1000, 8
 	scope, selector := hardeningScope()
 	leaseNS := newNamespace(t, "lease", nil)
 	cat := map[string]any{}
@@ -75,13 +80,34 @@ func TestReconcilerCachesOnlyEnabledNamespaces(t *testing.T) {
 	other := newNamespace(t, "flood", map[string]string{hardeningLabel: scope})
 	editor := grantPodEditor(t, other, "pods")
 	blob := strings.Repeat("x", 250<<10)
-	for i := range flood {
-		createAs(t, editor, other, &corev1.Pod{
+	floodPod := func(i int) *corev1.Pod {
+		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("flood-%d", i), Labels: map[string]string{keys.InjectLabel: keys.EnabledValue},
 				Annotations: map[string]string{"attacker.example.com/blob": blob}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.36"}}},
+		}
+	}
+	start := time.Now()
+	// The first waits until the editor's RoleBinding is in force; the rest
+	// go in parallel (t.Fatal belongs to this goroutine, so they report with
+	// t.Errorf and stop).
+	createAs(t, editor, other, floodPod(0))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 1 + w; i < flood; i += workers {
+				if _, err := editor.CreatePod(other, floodPod(i), false); err != nil {
+					t.Errorf("creating flood-%d as %s: %v", i, harness.PodEditor, err)
+					return
+				}
+			}
 		})
 	}
+	wg.Wait()
+	// Unscheduled pods go at once; the suite's later tests do not carry
+	// 250 MB of them in the API server.
+	t.Cleanup(func() { _ = env.cp.Client().Delete("/api/v1/namespaces/" + other + "/pods") })
+	t.Logf("%d pods × 250 KiB created as %s in %s", flood, harness.PodEditor, time.Since(start).Round(time.Millisecond))
 	// A catalog change after the flood: once the reconciler has written it
 	// into the repo-server pod, a cluster-wide watch would have delivered
 	// every flood pod before it.
@@ -106,6 +132,10 @@ func TestReconcilerCachesOnlyEnabledNamespaces(t *testing.T) {
 			flood, pods, namespaces)
 	}
 	mib := func(s servingtest.Samples, name string) float64 { return s.Sum(name) / (1 << 20) }
+	if limit := chartMemoryLimit(t); after.Sum("process_resident_memory_bytes") >= limit {
+		t.Errorf("injector RSS %.0f MiB after the flood, at or over the chart's memory limit %.0f MiB",
+			mib(after, "process_resident_memory_bytes"), limit/(1<<20))
+	}
 	t.Logf("flood of %d pods × 250 KiB (%d MiB) in namespace %s: cached pods %v; injector RSS %.0f → %.0f MiB, heap in use %.0f → %.0f MiB",
 		flood, flood*250>>10, other, pods, mib(before, "process_resident_memory_bytes"), mib(after, "process_resident_memory_bytes"),
 		mib(before, "go_memstats_heap_inuse_bytes"), mib(after, "go_memstats_heap_inuse_bytes"))
@@ -254,4 +284,25 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 		t.Errorf("doctor on the attacker's pod: %+v\n%s", pr, text)
 	}
 	t.Logf("doctor's hint for the attacker's pod: %s", pr.Hint)
+}
+
+// chartMemoryLimit is the injector container's memory limit in the chart's
+// default values, in bytes.
+func chartMemoryLimit(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.repo, "charts", "cmp-injector", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Resources corev1.ResourceRequirements `json:"resources"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	limit, ok := values.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("the chart sets no memory limit for the injector")
+	}
+	return float64(limit.Value())
 }
