@@ -584,3 +584,32 @@ func TestCatalogFile(t *testing.T) {
 		t.Errorf("%+v", res)
 	}
 }
+
+// TestWebhookURLEndsWithTheContext: an injector URL that accepts and never
+// answers the handshake holds doctor only until its context ends (Ctrl-C,
+// --timeout), not for a dial timeout of its own.
+func TestWebhookURLEndsWithTheContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		cancel() // the handshake is under way: the admin gives up
+		<-t.Context().Done()
+	}()
+	in := healthy(t)
+	url := "https://" + ln.Addr().String() + "/mutate"
+	in.mwc.Webhooks[0].ClientConfig = admissionv1.WebhookClientConfig{URL: &url, CABundle: in.bundle.CA}
+	r := Run(ctx, Options{Client: in.client(), Namespace: installNS, Now: func() time.Time { return testNow }})
+	if res := results(r, "webhook.reachable"); len(res) != 1 || res[0].OK || !strings.Contains(res[0].Message, "canceled") {
+		t.Errorf("%+v\n%s", res, text(r))
+	}
+}

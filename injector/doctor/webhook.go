@@ -63,7 +63,7 @@ func (d *doctor) checkWebhooks(ctx context.Context) {
 		case h.ClientConfig.Service != nil:
 			d.checkService(ctx, g, w)
 		case h.ClientConfig.URL != nil:
-			d.checkURL(g, w)
+			d.checkURL(ctx, g, w)
 		}
 	}
 }
@@ -119,8 +119,9 @@ func (d *doctor) checkService(ctx context.Context, g *Group, w webhookRef) {
 }
 
 // checkURL: an injector outside the cluster (webhook.url) answers TLS with a
-// certificate the caBundle verifies, and is ready.
-func (d *doctor) checkURL(g *Group, w webhookRef) {
+// certificate the caBundle verifies, and is ready. Both requests end with
+// ctx (doctor's --timeout, or Ctrl-C) at the latest.
+func (d *doctor) checkURL(ctx context.Context, g *Group, w webhookRef) {
 	u, err := url.Parse(*w.hook.ClientConfig.URL)
 	if err != nil {
 		g.fail(checkWebhookURL, w.config+": webhook URL: "+err.Error(), "")
@@ -130,21 +131,28 @@ func (d *doctor) checkURL(g *Group, w webhookRef) {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "443")
 	}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", host, &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}) //nolint:gosec // verified below against the caBundle, as the API server would
+	dialer := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second},
+		Config: &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true}} //nolint:gosec // verified below against the caBundle, as the API server would
+	conn, err := dialer.DialContext(ctx, "tcp", host)
 	if err != nil {
 		g.fail(checkWebhookReachable, w.config+": cannot connect to "+u.Host+": "+err.Error(), "")
 		return
 	}
-	certs := conn.ConnectionState().PeerCertificates
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
 	conn.Close()
 	g.pass(checkWebhookReachable, w.config+": the injector answers at "+u.Host)
 	d.checkCert(d.report.group("certificates"), w, certs[0], u.Hostname(), "the certificate served at "+u.Host)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(w.hook.ClientConfig.CABundle)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}}}
+	defer hc.CloseIdleConnections()
 	ready := *u
 	ready.Path = "/readyz"
-	resp, err := hc.Get(ready.String())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ready.String(), nil)
+	if err != nil {
+		return // the URL parsed above
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return // reported by the certificate check
 	}
