@@ -13,10 +13,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 )
 
-// MaxReviewBytes bounds a request body. The API server stores objects of at
+// maxReviewBytes bounds a request body. The API server stores objects of at
 // most 1.5 MiB (etcd's default request limit) and a CREATE review carries only
 // the new object, so 3 MiB leaves room for the envelope and JSON escaping.
-const MaxReviewBytes = 3 << 20
+const maxReviewBytes = 3 << 20
 
 // requestError is a request refused before admission, answered with an HTTP status.
 type requestError struct {

@@ -26,7 +26,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 		// the client's malformed request, said as it is.
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.refuse(w, http.StatusRequestEntityTooLarge, "request body larger than "+strconv.Itoa(MaxReviewBytes)+" bytes")
+			s.refuse(w, http.StatusRequestEntityTooLarge, "request body larger than "+strconv.Itoa(maxReviewBytes)+" bytes")
 		} else {
 			s.refuse(w, http.StatusBadRequest, "request body unreadable: "+err.Error())
 		}
@@ -84,13 +84,13 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readBody reads the request body, at most MaxReviewBytes (the only size
+// readBody reads the request body, at most maxReviewBytes (the only size
 // check), into buf, grown once to the announced length (io.ReadAll doubles its way up to a large
 // pod's review, twice its size in garbage). Nothing keeps the body after the
 // review: the decoder copies what it keeps.
 func readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxReviewBytes)
-	if n := r.ContentLength; n > 0 && n <= MaxReviewBytes {
+	body := http.MaxBytesReader(w, r.Body, maxReviewBytes)
+	if n := r.ContentLength; n > 0 && n <= maxReviewBytes {
 		buf.Grow(int(n) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(body)

@@ -8,9 +8,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 )
 
-// Metrics are the injector's Prometheus series, in a private registry so tests
+// webhookMetrics are the injector's Prometheus series, in a private registry so tests
 // can build many servers and nothing leaks from imported libraries.
-type Metrics struct {
+type webhookMetrics struct {
 	Registry *prometheus.Registry
 
 	requests       *prometheus.CounterVec
@@ -31,10 +31,10 @@ type Metrics struct {
 	droppedConns   *prometheus.CounterVec
 }
 
-// NewMetrics registers every series, plus the Go and process collectors.
-func NewMetrics() *Metrics {
+// newWebhookMetrics registers every series, plus the Go and process collectors.
+func newWebhookMetrics() *webhookMetrics {
 	const ns = "cmp_injector"
-	m := &Metrics{
+	m := &webhookMetrics{
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
 			Help: "Admission reviews answered, by decision (injected, skipped, denied) and dry run."},
@@ -91,7 +91,7 @@ func namespaceLabel(cat *catalog.Catalog, namespace string) string {
 
 // observe records a decision. Dry runs only count as requests: server-side
 // dry-run promises no side effects.
-func (m *Metrics) observe(r *inject.Report, namespace string, dryRun bool) {
+func (m *webhookMetrics) observe(r *inject.Report, namespace string, dryRun bool) {
 	dr := "false"
 	if dryRun {
 		dr = "true"

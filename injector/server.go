@@ -116,9 +116,9 @@ const (
 type Server struct {
 	cfg      Options
 	log      *zap.Logger
-	metrics  *Metrics
+	metrics  *webhookMetrics
 	catalog  *catalog.Watcher
-	certs    *CertReloader
+	certs    *certReloader
 	draining atomic.Bool
 	// onCatalog is called after each new catalog is installed.
 	onCatalog atomic.Pointer[func()]
@@ -137,7 +137,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 
 // New wires a server; nothing is read until Run.
 func New(cfg Options, log *zap.Logger) *Server {
-	s := &Server{cfg: cfg, log: log, metrics: NewMetrics()}
+	s := &Server{cfg: cfg, log: log, metrics: newWebhookMetrics()}
 	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Hooks{
 		Loaded: func(c *catalog.Catalog) {
 			s.metrics.catalogReloads.Inc()
@@ -165,7 +165,7 @@ func New(cfg Options, log *zap.Logger) *Server {
 			log.Info("catalog file readable again with the version in use", zap.String("revision", c.Revision))
 		},
 	})
-	s.certs = NewCertReloader(cfg.CertFile, cfg.KeyFile,
+	s.certs = newCertReloader(cfg.CertFile, cfg.KeyFile,
 		func(notAfter time.Time) {
 			s.metrics.certReloads.Inc()
 			s.metrics.certExpiry.Set(float64(notAfter.Unix()))
@@ -274,7 +274,7 @@ func (s *Server) TLSConfig() *tls.Config {
 var http2Config = &http.HTTP2Config{
 	// kube-apiserver sends at most a few hundred reviews at once per server.
 	MaxConcurrentStreams: 250,
-	// Flow control windows sized for a review (at most MaxReviewBytes).
+	// Flow control windows sized for a review (at most maxReviewBytes).
 	MaxReceiveBufferPerStream:     1 << 20,
 	MaxReceiveBufferPerConnection: 4 << 20,
 }

@@ -44,7 +44,7 @@ func TestMutateRefusesBadRequests(t *testing.T) {
 		msg               string
 	}{
 		{"content type", "text/plain", good, 415, "content type must be application/json"},
-		{"oversized", "application/json", bytes.Repeat([]byte(" "), MaxReviewBytes+1), 413, "larger than"},
+		{"oversized", "application/json", bytes.Repeat([]byte(" "), maxReviewBytes+1), 413, "larger than"},
 		{"not json", "application/json", []byte("{"), 400, "malformed AdmissionReview"},
 		{"v1beta1", "application/json", bytes.Replace(good, []byte("admission.k8s.io/v1"), []byte("admission.k8s.io/v1beta1"), 1), 400, "expected admission.k8s.io/v1 AdmissionReview"},
 		{"no kind", "application/json", []byte(`{"request":{"uid":"x"}}`), 400, `got apiVersion "" kind ""`},

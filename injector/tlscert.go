@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// CertReloader serves the newest valid key pair from two files. The server
+// certReloader serves the newest valid key pair from two files. The server
 // polls both with a serving.Poller (content fingerprints: Secrets mounted as
 // volumes are replaced by a symlink swap, which file events miss) and calls
 // Reload on each change, so each distinct error is reported once.
-type CertReloader struct {
+type certReloader struct {
 	certFile, keyFile string
 	onLoad            func(notAfter time.Time)
 	onError           func(error)
@@ -26,16 +26,16 @@ type CertReloader struct {
 	lastKey  []byte
 }
 
-// NewCertReloader returns a reloader; nothing is read before the first Reload.
-func NewCertReloader(certFile, keyFile string, onLoad func(time.Time), onError func(error)) *CertReloader {
-	return &CertReloader{certFile: certFile, keyFile: keyFile, onLoad: onLoad, onError: onError}
+// newCertReloader returns a reloader; nothing is read before the first Reload.
+func newCertReloader(certFile, keyFile string, onLoad func(time.Time), onError func(error)) *certReloader {
+	return &certReloader{certFile: certFile, keyFile: keyFile, onLoad: onLoad, onError: onError}
 }
 
 // Loaded reports whether a valid pair is in use.
-func (r *CertReloader) Loaded() bool { return r.current.Load() != nil }
+func (r *certReloader) Loaded() bool { return r.current.Load() != nil }
 
 // GetCertificate is the tls.Config hook.
-func (r *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c := r.current.Load()
 	if c == nil {
 		return nil, errors.New("no serving certificate loaded")
@@ -44,7 +44,7 @@ func (r *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 }
 
 // Reload reads both files and installs the pair if it changed and is valid.
-func (r *CertReloader) Reload() error {
+func (r *certReloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	certPEM, err := os.ReadFile(r.certFile)
@@ -79,7 +79,7 @@ func (r *CertReloader) Reload() error {
 
 // fail reports err; the Poller calls Reload once per change or distinct
 // error, so it is not repeated on every poll.
-func (r *CertReloader) fail(err error) error {
+func (r *certReloader) fail(err error) error {
 	if r.onError != nil {
 		r.onError(err)
 	}

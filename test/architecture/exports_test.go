@@ -16,12 +16,13 @@ import (
 // inside their own package (its files and its tests). Issue 27 asks for fewer
 // than 20; until then this is a ratchet at the current count: it only goes
 // down, lower it when you unexport one.
-const maxInsideOnly = 84
+const maxInsideOnly = 59
 
 // TestExportedIdentifiersAreUsedOutside counts exported top-level functions,
 // types, variables and constants that no other package of the module names
 // (through pkg.Name in any .go file, tests included) and that nothing named
-// outside exposes (as a field, parameter or result type), and fails when there are
+// outside exposes (as a field, parameter or result type, or as a constant of
+// such a type), and fails when there are
 // more than maxInsideOnly: an exported name that nobody outside uses widens the
 // surface a reader has to learn. Methods and fields are not counted (they are
 // reached through values, which a syntactic count cannot follow). Generated
@@ -141,6 +142,17 @@ func (p *parsed) expose(name string, expr ast.Node) {
 	})
 }
 
+// exposeName records that name exposes other.
+func (p *parsed) exposeName(name, other string) {
+	if p.refs == nil {
+		p.refs = map[string]map[string]bool{}
+	}
+	if p.refs[name] == nil {
+		p.refs[name] = map[string]bool{}
+	}
+	p.refs[name][other] = true
+}
+
 func anyExported(names []*ast.Ident) bool {
 	for _, n := range names {
 		if n.IsExported() {
@@ -231,6 +243,12 @@ func parsePackages(t *testing.T, root string) map[string]*parsed {
 							if n.IsExported() {
 								p.exported = append(p.exported, n.Name)
 								p.expose(n.Name, s.Type)
+								// A constant of an exported type of the package is
+								// one of that type's values (inject.ReasonNoCatalog
+								// of inject.Reason): the type exposes it.
+								if t, ok := s.Type.(*ast.Ident); ok && d.Tok == token.CONST && t.IsExported() {
+									p.exposeName(t.Name, n.Name)
+								}
 							}
 						}
 					}
