@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -23,7 +24,7 @@ type Engine struct {
 	plugin  *pluginconfig.Plugin
 	limits  Limits
 	workDir string
-	runner  *runner
+	runner  *command.Runner
 	// env is what every command starts from: the server's env (Options.Env)
 	// and the log settings (see logEnv).
 	env []string
@@ -32,8 +33,8 @@ type Engine struct {
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec ExecOptions, env []string, log *zap.Logger, m *Metrics) *Engine {
-	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: newRunner(exec, log, m), env: env, log: log}
+func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *Metrics) *Engine {
+	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, m), env: env, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
 	}
@@ -46,6 +47,11 @@ type workspace struct {
 	root   string // repository root: the request dir itself, as in Argo CD
 	appDir string
 	env    []string
+}
+
+// place is where the workspace's commands run.
+func (ws *workspace) place() command.Place {
+	return command.Place{App: ws.appDir, Env: ws.env, Spool: ws.dir}
 }
 
 // newRequestDir creates the directory of one request: <work dir>/<random UUID>,
@@ -93,7 +99,7 @@ func (e *Engine) unpackTo(dir string) *unpackTo {
 // set): dir itself, or a tree shared between requests (trees.go).
 func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) (*workspace, error) {
 	ws := &workspace{dir: dir, root: root}
-	env, err := commandEnv(e.env, repo.meta.GetEnv())
+	env, err := command.Env(e.env, repo.meta.GetEnv())
 	if err != nil {
 		return nil, err
 	}
@@ -124,21 +130,21 @@ func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifestSink)
 		}
 	}
 	if init := e.plugin.Spec.Init; init != nil && len(init.Command) > 0 {
-		out, err := e.runner.run(ctx, "init", *init, ws)
+		out, err := e.runner.Run(ctx, "init", *init, ws.place())
 		if err != nil {
 			return err
 		}
 		out.Close()
 	}
-	out, err := e.runner.run(ctx, "generate", e.plugin.Spec.Generate, ws)
+	out, err := e.runner.Run(ctx, "generate", e.plugin.Spec.Generate, ws.place())
 	if err != nil {
 		return err
 	}
 	defer out.Close()
-	if empty, _ := out.empty(); empty {
+	if empty, _ := out.Empty(); empty {
 		e.log.Warn("generate printed nothing: zero manifests")
 	}
-	return splitManifestStream(out.reader(), sink)
+	return splitManifestStream(out.Reader(), sink)
 }
 
 // match evaluates the first configured discovery rule only, as Argo CD does.
@@ -152,13 +158,13 @@ func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
 	case d.Find != nil && d.Find.Glob != "":
 		return globAny(ws.root, ws.appDir, d.Find.Glob)
 	case d.Find != nil && len(d.Find.Command.Command) > 0:
-		out, err := e.runner.run(ctx, "discover", d.Find.Command, ws)
+		out, err := e.runner.Run(ctx, "discover", d.Find.Command, ws.place())
 		if err != nil {
 			// Argo CD's wording, kept so the message can be searched for.
 			return false, fmt.Errorf("error running find command: %w", err)
 		}
 		defer out.Close()
-		empty, err := out.empty()
+		empty, err := out.Empty()
 		return !empty, err
 	}
 	return false, nil
@@ -172,12 +178,12 @@ func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 	}
 	var dynamic []params.Announcement
 	if ps.Dynamic != nil && len(ps.Dynamic.Command) > 0 {
-		spooled, err := e.runner.run(ctx, "parameters", *ps.Dynamic, ws)
+		spooled, err := e.runner.Run(ctx, "parameters", *ps.Dynamic, ws.place())
 		if err != nil {
 			// Argo CD's wording, kept so the message can be searched for.
 			return nil, fmt.Errorf("error executing dynamic parameter output command: %w", err)
 		}
-		out, err := spooled.bytes()
+		out, err := spooled.Bytes()
 		spooled.Close()
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 )
 
@@ -22,26 +23,6 @@ import (
 // runCommand and its callers (v3.6.1): users paste these messages into search
 // engines, so ours must start with exactly Argo CD's text. Anything we add comes
 // after it.
-
-func TestFormatArgvLikeArgo(t *testing.T) {
-	for _, tc := range []struct {
-		argv []string
-		want string
-	}{
-		{[]string{"kustomize", "build", "."}, `kustomize build .`},
-		// Only arguments containing white space are quoted, Go-style.
-		{[]string{"sh", "-c", `echo "x"`}, `sh -c "echo \"x\""`},
-		{[]string{"sh", "-c", "set -e\nhelm template .\n"}, `sh -c "set -e\nhelm template .\n"`},
-		// strconv.Quote escapes what is not printable, such as a no-break space.
-		{[]string{"a\tb", "c\u00a0d"}, `"a\tb" "c\u00a0d"`},
-		// An empty argument is shown as "", and quotes, $ or globs alone are not quoted.
-		{[]string{"printf", "", "it's", "$HOME", "*.yaml", `"q"`}, `printf "" it's $HOME *.yaml "q"`},
-	} {
-		if got := formatArgv(tc.argv); got != tc.want {
-			t.Errorf("formatArgv(%q) = %s, want %s", tc.argv, got, tc.want)
-		}
-	}
-}
 
 func TestCommandErrorTextsMatchArgo(t *testing.T) {
 	t.Parallel()
@@ -139,7 +120,7 @@ func TestDeadlineErrorTextMatchesArgo(t *testing.T) {
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: slow}\nspec:\n  generate: {command: [sleep, \"60\"]}\n"
 	core, logs := observer.New(zap.WarnLevel)
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions()
+		o.Exec = command.DefaultOptions()
 		// A wide buffer so that the server's answer usually comes before the
 		// client's own deadline (which gives the same code, with gRPC's text).
 		o.Exec.DeadlineBuffer = time.Second

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -29,14 +30,14 @@ type LocalRequest struct {
 	// Limits and Exec: a zero field means none (DefaultLimits and
 	// DefaultExecOptions are serve's).
 	Limits Limits
-	Exec   ExecOptions
+	Exec   command.Options
 	Logger *zap.Logger
 	// LogLevel and LogFormat are exported to the commands as a sidecar's server
 	// exports its own (see Options.LogLevel).
 	LogLevel, LogFormat string
 	// OnCommand, when set, is called after each plugin command with how it
 	// ended, stderr included (which a sidecar only logs on success).
-	OnCommand func(CommandReport)
+	OnCommand func(command.Report)
 }
 
 // LocalGenerate runs init and generate and returns one JSON string per object.
@@ -80,7 +81,7 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if err := req.Plugin.Validate(); err != nil {
 		return err
 	}
-	if err := normalizeLogSettings(&req.LogLevel, &req.LogFormat); err != nil {
+	if err := command.NormalizeLogSettings(&req.LogLevel, &req.LogFormat); err != nil {
 		return err
 	}
 	workDir, err := os.MkdirTemp("", "cmp-local-")
@@ -100,9 +101,9 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 	if appRel == "" {
 		appRel = "."
 	}
-	env := append(append([]string{}, req.BaseEnv...), logEnv(req.LogLevel, req.LogFormat)...)
+	env := append(append([]string{}, req.BaseEnv...), command.LogEnv(req.LogLevel, req.LogFormat)...)
 	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, NewMetrics())
-	e.runner.report = req.OnCommand
+	e.runner.Report = req.OnCommand
 	f, err := os.Open(tgz.Path)
 	if err != nil {
 		return err

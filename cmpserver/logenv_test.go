@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
@@ -42,23 +43,23 @@ func TestNormalizeLogSettings(t *testing.T) {
 		"trace": "trace", "debug": "debug", "INFO": "info", "": "info",
 		"warn": "warning", "Warning": "warning", "error": "error", "fatal": "fatal", "panic": "panic",
 	} {
-		if got, err := NormalizeLogLevel(in); err != nil || got != want {
-			t.Errorf("NormalizeLogLevel(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := command.NormalizeLogLevel(in); err != nil || got != want {
+			t.Errorf("command.NormalizeLogLevel(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	// The format is lower-cased; an empty one is text.
 	for in, want := range map[string]string{"json": "json", "JSON": "json", "text": "text", "Text": "text", "": "text"} {
-		if got, err := NormalizeLogFormat(in); err != nil || got != want {
-			t.Errorf("NormalizeLogFormat(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := command.NormalizeLogFormat(in); err != nil || got != want {
+			t.Errorf("command.NormalizeLogFormat(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"verbose", "dpanic", "5"} {
-		if _, err := NormalizeLogLevel(bad); err == nil {
-			t.Errorf("NormalizeLogLevel(%q) accepted", bad)
+		if _, err := command.NormalizeLogLevel(bad); err == nil {
+			t.Errorf("command.NormalizeLogLevel(%q) accepted", bad)
 		}
 	}
-	if _, err := NormalizeLogFormat("xml"); err == nil {
-		t.Error(`NormalizeLogFormat("xml") accepted`)
+	if _, err := command.NormalizeLogFormat("xml"); err == nil {
+		t.Error(`command.NormalizeLogFormat("xml") accepted`)
 	}
 }
 

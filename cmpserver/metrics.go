@@ -88,7 +88,7 @@ func (m *Metrics) configLoaded(hash string) {
 	}
 }
 
-func (m *Metrics) commandDone(phase, code string, d time.Duration) {
+func (m *Metrics) CommandDone(phase, code string, d time.Duration) {
 	m.commandDuration.WithLabelValues(phase).Observe(d.Seconds())
 	m.commandExits.WithLabelValues(phase, code).Inc()
 }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 )
 
 // appStream is the receiving side of the three client-streaming RPCs.
@@ -415,7 +416,7 @@ const spoolFlush = 256 << 10
 var errSpoolAborted = errors.New("stream ended before the tarball was complete")
 
 func newTgzSpool(dir string) (*tgzSpool, error) {
-	f, err := createUnlinked(dir, "tgz-")
+	f, err := unlinked.Create(dir, "tgz-")
 	if err != nil {
 		return nil, fmt.Errorf("error creating temp file: %w", err)
 	}

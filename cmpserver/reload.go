@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -40,7 +41,7 @@ func (s *Server) ConfigHash() string { return s.config().hash }
 
 // install makes c the configuration of new requests.
 func (s *Server) install(c *loaded) {
-	env := append(append([]string{}, s.opts.Env...), logEnv(s.opts.LogLevel, s.opts.LogFormat)...)
+	env := append(append([]string{}, s.opts.Env...), command.LogEnv(s.opts.LogLevel, s.opts.LogFormat)...)
 	c.engine = newEngine(c.plugin, s.opts.Limits, s.opts.WorkDir, s.opts.Exec, env, s.log, s.metrics)
 	// allowConcurrency: false holds across a reload: a generation started on
 	// the old configuration still keeps the next one waiting.

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -46,7 +47,7 @@ type Options struct {
 	// edge and not in the engine.
 	Env    []string
 	Limits Limits
-	Exec   ExecOptions
+	Exec   command.Options
 	// MaxMsgSize is the gRPC message size limit in bytes (100 MiB).
 	MaxMsgSize int
 	// KeepaliveMinTime is the shortest client ping interval allowed (10 s); the
@@ -73,7 +74,7 @@ type Options struct {
 	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
 	// names, any case; "" takes its defaults info and json). Every command sees
 	// them as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as Argo CD exports
-	// them (see NormalizeLogLevel). They do not configure Logger.
+	// them (see command.NormalizeLogLevel). They do not configure Logger.
 	LogLevel, LogFormat string
 }
 
@@ -83,7 +84,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Limits:               DefaultLimits(),
-		Exec:                 DefaultExecOptions(),
+		Exec:                 command.DefaultOptions(),
 		MaxMsgSize:           100 << 20,
 		KeepaliveMinTime:     10 * time.Second,
 		ShutdownGrace:        25 * time.Second,
@@ -195,7 +196,7 @@ func New(opts Options) (*Server, error) {
 	default:
 		return nil, errors.New("no plugin configuration")
 	}
-	if err := normalizeLogSettings(&opts.LogLevel, &opts.LogFormat); err != nil {
+	if err := command.NormalizeLogSettings(&opts.LogLevel, &opts.LogFormat); err != nil {
 		return nil, err
 	}
 	if opts.SocketDir == "" || opts.WorkDir == "" {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
@@ -358,7 +359,7 @@ spec:
       wait
 `
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions()
+		o.Exec = command.DefaultOptions()
 		o.Exec.KillGrace = time.Second
 	})
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -397,7 +398,7 @@ func TestCommandTimeoutFlag(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: slow}\nspec:\n  generate: {command: [sleep, \"60\"]}\n"
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions()
+		o.Exec = command.DefaultOptions()
 		o.Exec.Timeout = 500 * time.Millisecond
 	})
 	root := writeTree(t, map[string]string{"f": "x"})
@@ -519,7 +520,7 @@ func silentGenerate(t *testing.T, seconds int, minTime time.Duration) ([]string,
 		if minTime > 0 {
 			o.KeepaliveMinTime = minTime
 		}
-		o.Exec = DefaultExecOptions()
+		o.Exec = command.DefaultOptions()
 		o.Exec.Timeout = time.Duration(seconds+30) * time.Second // longer than --exec-timeout's 90 s default
 	})
 	root := writeTree(t, map[string]string{"f": "x"})
@@ -616,7 +617,7 @@ func TestOutputCaps(t *testing.T) {
 	t.Parallel()
 	plugin := "kind: ConfigManagementPlugin\nmetadata: {name: caps}\nspec:\n  generate: {command: [sh, -c, 'if [ -f loud ]; then yes; else head -c 5000 /dev/zero | tr \"\\\\0\" x >&2; exit 1; fi']}\n"
 	ts := startServer(t, plugin, func(o *Options) {
-		o.Exec = DefaultExecOptions()
+		o.Exec = command.DefaultOptions()
 		o.Exec.MaxStdoutBytes = 1000
 		o.Exec.MaxStderrBytes = 100
 	})

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		return err
 	}
 	log.Debug("repository received", zap.Int64("compressed_bytes", rq.repo.size),
-		zap.String("env_names", envNames(rq.repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
+		zap.String("env_names", command.EnvNames(rq.repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
 	if err := rq.run(ctx, fn); err != nil {
 		err = deadlineStatus(ctx, err)
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))

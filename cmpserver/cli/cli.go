@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
@@ -52,7 +52,7 @@ func envDefault(name, def string) string {
 	return def
 }
 
-// zapLevels maps Argo CD's level names (as cmpserver.NormalizeLogLevel returns
+// zapLevels maps Argo CD's level names (as command.NormalizeLogLevel returns
 // them) to zap's; zap has no trace, so trace logs what debug logs.
 var zapLevels = map[string]zapcore.Level{
 	"trace": zapcore.DebugLevel, "debug": zapcore.DebugLevel, "info": zapcore.InfoLevel,
@@ -65,10 +65,10 @@ var zapLevels = map[string]zapcore.Level{
 // empty format → text), which is what the plugin's commands are then given.
 func newLogger(level, format *string, stderr io.Writer) (*zap.Logger, error) {
 	var err error
-	if *level, err = cmpserver.NormalizeLogLevel(*level); err != nil {
+	if *level, err = command.NormalizeLogLevel(*level); err != nil {
 		return nil, fmt.Errorf("--loglevel: %w", err)
 	}
-	if *format, err = cmpserver.NormalizeLogFormat(*format); err != nil {
+	if *format, err = command.NormalizeLogFormat(*format); err != nil {
 		return nil, fmt.Errorf("--logformat: %w", err)
 	}
 	cfg := zap.NewProductionEncoderConfig()

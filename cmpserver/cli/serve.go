@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -20,8 +21,8 @@ import (
 )
 
 // execFlags registers the command limits shared by serve and run.
-func execFlags(fs *flag.FlagSet, o *cmpserver.ExecOptions) {
-	*o = cmpserver.DefaultExecOptions()
+func execFlags(fs *flag.FlagSet, o *command.Options) {
+	*o = command.DefaultOptions()
 	fs.DurationVar(&o.Timeout, "exec-timeout", o.Timeout, "maximum run time of one plugin command (0 = only the request deadline)")
 	fs.DurationVar(&o.KillGrace, "kill-grace", o.KillGrace, "time between SIGTERM and SIGKILL to a command's process group")
 	fs.DurationVar(&o.OutputGrace, "output-grace", o.OutputGrace, "once a command exits, how long a background child may keep its stdout or stderr open before it is killed and the output read so far is used")
@@ -106,7 +107,7 @@ func Serve(ctx context.Context, args []string, stdio serving.IO) error {
 	}
 	// The sidecar's first process adopts every orphan in the container; without a
 	// reaper they would stay zombies until the pod is deleted.
-	if stopReaper, err := cmpserver.StartReaper(log); err != nil {
+	if stopReaper, err := command.StartReaper(log); err != nil {
 		log.Warn("orphaned processes will not be reaped", zap.Error(err))
 	} else {
 		defer stopReaper()

@@ -20,7 +20,7 @@ const (
 	schemaFile = "values.schema.json"
 )
 
-// Announce prints the chart's parameter announcement as a JSON array on r.Stdout.
+// announceParameters prints the chart's parameter announcement as a JSON array on r.Stdout.
 //
 // helm-parameters lists every leaf of the values, as Argo CD's native Helm does, with
 // the text --set needs to restore it (a null is "null"). --set types only integers,
@@ -28,9 +28,9 @@ const (
 // second time in the map that restores them exactly: helm-string-parameters
 // (--set-string) for strings --set would retype, helm-number-parameters and
 // helm-boolean-parameters (--set-json) for numbers and booleans, which also gives the
-// UI a number or boolean input. Generate lets those maps win over helm-parameters for
+// UI a number or boolean input. generateManifests lets those maps win over helm-parameters for
 // the same key, so the whole announcement sent back renders as the chart's defaults.
-func Announce(_ context.Context, r Request) error {
+func announceParameters(_ context.Context, r helmRequest) error {
 	opts, b, err := r.prepare()
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func Announce(_ context.Context, r Request) error {
 
 // effectiveValues is values.yaml overlaid with the selected values files, in order,
 // as Argo CD's native Helm shows the parameters of the files an app selects.
-func effectiveValues(b *boundary, o *Options, r Request) (map[string]any, error) {
+func effectiveValues(b *boundary, o *helmOptions, r helmRequest) (map[string]any, error) {
 	vals := map[string]any{}
 	paths := []string{valuesFile}
 	paths = append(paths, o.ValuesFiles...)
@@ -134,19 +134,19 @@ func announcement(files []string, leaves []leaf, schema *valuesSchema) []params.
 	}
 	list := []params.Announcement{
 		{
-			Name:           ParamValuesFiles,
+			Name:           paramValuesFiles,
 			Title:          "Values Files",
 			Tooltip:        "Values files of the chart to apply, in order, relative to the chart directory.",
 			CollectionType: params.CollectionArray,
 			Array:          files,
 		},
 		{
-			Name:    ParamValues,
+			Name:    paramValues,
 			Title:   "Values",
 			Tooltip: "YAML values applied after the values files.",
 		},
 		{
-			Name:  ParamHelmParameters,
+			Name:  paramHelmParameters,
 			Title: "Parameters",
 			Tooltip: "Every value of the chart, overridden with --set; keys use --set syntax (a.b[0].c, dots in names as \\.). " +
 				"--set types integers, true/false and null: use the typed maps below to keep another type.",
@@ -158,9 +158,9 @@ func announcement(files []string, leaves []leaf, schema *valuesSchema) []params.
 		name, title, tooltip, itemType string
 		typ                            leafType
 	}{
-		{ParamHelmStringParameters, "String Parameters", "Values kept strings with --set-string; wins over Parameters.", "", leafTypedString},
-		{ParamHelmNumberParameters, "Number Parameters", "Numeric values, set with --set-json; empty is null; wins over Parameters.", "number", leafNumber},
-		{ParamHelmBoolParameters, "Boolean Parameters", "Boolean values, set with --set-json; empty is null; wins over Parameters.", "boolean", leafBool},
+		{paramHelmStringParameters, "String Parameters", "Values kept strings with --set-string; wins over Parameters.", "", leafTypedString},
+		{paramHelmNumberParameters, "Number Parameters", "Numeric values, set with --set-json; empty is null; wins over Parameters.", "number", leafNumber},
+		{paramHelmBoolParameters, "Boolean Parameters", "Boolean values, set with --set-json; empty is null; wins over Parameters.", "boolean", leafBool},
 	}
 	for _, t := range typed {
 		if len(byType[t.typ]) == 0 {

@@ -38,7 +38,7 @@ func golden(t *testing.T, name, got string) {
 func TestAnnounceGolden(t *testing.T) {
 	for _, chart := range []string{"typed", "echo"} {
 		t.Run(chart, func(t *testing.T) {
-			out, stderr, err := runPlugin(t, Announce, chartDir(t, chart), "", baseEnv(t))
+			out, stderr, err := runPlugin(t, announceParameters, chartDir(t, chart), "", baseEnv(t))
 			if err != nil {
 				t.Fatalf("announce: %v (%s)", err, stderr)
 			}
@@ -65,11 +65,11 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 			for _, name := range slices.Sorted(maps.Keys(announced)) {
 				back = append(back, params.AppParameter{Name: name, Map: announced[name]})
 			}
-			plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
+			plain, _, err := runPlugin(t, generateManifests, dir, "", baseEnv(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, stderr, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back))
+			got, stderr, err := runPlugin(t, generateManifests, dir, "", withParams(t, baseEnv(t), back))
 			if err != nil {
 				t.Fatalf("generate with the announced values: %v (%s)", err, stderr)
 			}
@@ -87,20 +87,20 @@ func TestAnnouncementRoundTrip(t *testing.T) {
 func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
 	dir := chartDir(t, "typed")
 	announced := announcedMaps(t, dir)
-	if len(announced[ParamHelmParameters]) != 24 {
-		t.Errorf("helm-parameters has %d leaves, want all 24 of values.yaml: %v", len(announced[ParamHelmParameters]), announced[ParamHelmParameters])
+	if len(announced[paramHelmParameters]) != 24 {
+		t.Errorf("helm-parameters has %d leaves, want all 24 of values.yaml: %v", len(announced[paramHelmParameters]), announced[paramHelmParameters])
 	}
-	plain, _, err := runPlugin(t, Generate, dir, "", baseEnv(t))
+	plain, _, err := runPlugin(t, generateManifests, dir, "", baseEnv(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	back := []params.AppParameter{{Name: ParamHelmParameters, Map: announced[ParamHelmParameters]}}
+	back := []params.AppParameter{{Name: paramHelmParameters, Map: announced[paramHelmParameters]}}
 	// values.schema.json declares image.tag a string, so helm refuses the retyped "10".
-	if _, _, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back)); err == nil || !strings.Contains(err.Error(), "/image/tag") {
+	if _, _, err := runPlugin(t, generateManifests, dir, "", withParams(t, baseEnv(t), back)); err == nil || !strings.Contains(err.Error(), "/image/tag") {
 		t.Errorf("error = %v, want the schema to refuse image.tag retyped by --set", err)
 	}
-	back = append(back, params.AppParameter{Name: ParamSkipSchemaValidation, String: str("true")})
-	got, stderr, err := runPlugin(t, Generate, dir, "", withParams(t, baseEnv(t), back))
+	back = append(back, params.AppParameter{Name: paramSkipSchemaValidation, String: str("true")})
+	got, stderr, err := runPlugin(t, generateManifests, dir, "", withParams(t, baseEnv(t), back))
 	if err != nil {
 		t.Fatalf("generate: %v (%s)", err, stderr)
 	}
@@ -111,8 +111,8 @@ func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
 			continue
 		}
 		changed = append(changed, k)
-		_, str := announced[ParamHelmStringParameters][k]
-		_, num := announced[ParamHelmNumberParameters][k]
+		_, str := announced[paramHelmStringParameters][k]
+		_, num := announced[paramHelmNumberParameters][k]
 		if !str && !num {
 			t.Errorf("%s: --set turned %+v into %+v, and no typed map announces it", k, before[k], after[k])
 		}
@@ -126,7 +126,7 @@ func TestAnnouncedParametersAloneThroughSet(t *testing.T) {
 // announcedMaps runs the announcement for dir and returns its maps by name.
 func announcedMaps(t *testing.T, dir string) map[string]map[string]string {
 	t.Helper()
-	out, stderr, err := runPlugin(t, Announce, dir, "", baseEnv(t))
+	out, stderr, err := runPlugin(t, announceParameters, dir, "", baseEnv(t))
 	if err != nil {
 		t.Fatalf("announce: %v (%s)", err, stderr)
 	}
@@ -169,7 +169,7 @@ type typedText struct {
 
 func TestAnnounceFollowsSelectedValuesFiles(t *testing.T) {
 	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"values-prod.yaml", "values-extra.yml"}}})
-	out, _, err := runPlugin(t, Announce, chartDir(t, "echo"), "", env)
+	out, _, err := runPlugin(t, announceParameters, chartDir(t, "echo"), "", env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,27 +181,27 @@ func TestAnnounceFollowsSelectedValuesFiles(t *testing.T) {
 	for _, a := range list {
 		maps[a.Name] = a.Map
 	}
-	if got := maps[ParamHelmNumberParameters]["replicas"]; got != "3" {
+	if got := maps[paramHelmNumberParameters]["replicas"]; got != "3" {
 		t.Errorf("replicas = %q, want 3 from values-prod.yaml", got)
 	}
-	if got := maps[ParamHelmParameters]["extra"]; got != "from-values-extra" {
+	if got := maps[paramHelmParameters]["extra"]; got != "from-values-extra" {
 		t.Errorf("extra = %q, want it from values-extra.yml", got)
 	}
-	if got := maps[ParamHelmParameters]["image.tag"]; got != "1.26" {
+	if got := maps[paramHelmParameters]["image.tag"]; got != "1.26" {
 		t.Errorf("image.tag = %q, want 1.26", got)
 	}
 }
 
 func TestAnnounceErrors(t *testing.T) {
 	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values-files", Array: []string{"../typed/values.yaml"}}})
-	if _, _, err := runPlugin(t, Announce, chartDir(t, "echo"), "", env); err == nil || !strings.Contains(err.Error(), "outside the repository") {
+	if _, _, err := runPlugin(t, announceParameters, chartDir(t, "echo"), "", env); err == nil || !strings.Contains(err.Error(), "outside the repository") {
 		t.Errorf("error = %v, want the escape refused", err)
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("- a list\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runPlugin(t, Announce, dir, "", baseEnv(t)); err == nil || !strings.Contains(err.Error(), "not a map") {
+	if _, _, err := runPlugin(t, announceParameters, dir, "", baseEnv(t)); err == nil || !strings.Contains(err.Error(), "not a map") {
 		t.Errorf("error = %v, want a clear error for a non-map values.yaml", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("a: 1\n"), 0o644); err != nil {
@@ -210,7 +210,7 @@ func TestAnnounceErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "values.schema.json"), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := runPlugin(t, Announce, dir, "", baseEnv(t))
+	out, stderr, err := runPlugin(t, announceParameters, dir, "", baseEnv(t))
 	if err != nil || !strings.Contains(stderr, "values.schema.json ignored") || !strings.Contains(out, `"a": "1"`) {
 		t.Errorf("a broken schema should only warn: err=%v stderr=%q out=%s", err, stderr, out)
 	}

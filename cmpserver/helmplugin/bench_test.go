@@ -26,7 +26,7 @@ func BenchmarkAnnouncement(b *testing.B) {
 
 // BenchmarkTemplateArgs measures building the helm argv for 1000 --set values.
 func BenchmarkTemplateArgs(b *testing.B) {
-	o := &Options{Set: map[string]string{}, ReleaseName: "r"}
+	o := &helmOptions{Set: map[string]string{}, ReleaseName: "r"}
 	for i := range 1000 {
 		o.Set["a.b["+strconv.Itoa(i)+"].c"] = "v,with\\specials{" + strconv.Itoa(i)
 	}

@@ -163,7 +163,7 @@ func TestSetValueCorpusThroughHelm(t *testing.T) {
 		}
 	}
 	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "helm-string-parameters", Map: m}})
-	out, stderr, err := runPlugin(t, Generate, chartDir(t, "echo"), "", env)
+	out, stderr, err := runPlugin(t, generateManifests, chartDir(t, "echo"), "", env)
 	if err != nil {
 		t.Fatalf("%v (%s)", err, stderr)
 	}

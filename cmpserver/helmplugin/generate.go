@@ -18,8 +18,8 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// Request is one plugin command invocation with its inputs made explicit.
-type Request struct {
+// helmRequest is one plugin command invocation with its inputs made explicit.
+type helmRequest struct {
 	// Env is the plugin env (build env, ARGOCD_APP_PARAMETERS, PARAM_*, PATH, ...).
 	Env map[string]string
 	// AppDir is the chart directory; helm runs there.
@@ -31,10 +31,10 @@ type Request struct {
 	Stderr   io.Writer
 }
 
-func (r *Request) boundary() (*boundary, error) {
+func (r *helmRequest) boundary() (*boundary, error) {
 	root := r.RepoRoot
 	if root == "" {
-		root = r.Env[EnvRepoRoot]
+		root = r.Env[envRepoRoot]
 	}
 	if root == "" {
 		root = rootFromSourcePath(r.AppDir, r.Env[keys.EnvAppSourcePath])
@@ -44,7 +44,7 @@ func (r *Request) boundary() (*boundary, error) {
 
 // prepare parses the parameters and fixes the repository boundary, what
 // both actions start with.
-func (r *Request) prepare() (*Options, *boundary, error) {
+func (r *helmRequest) prepare() (*helmOptions, *boundary, error) {
 	opts, err := parseOptions(r.Env, r.Stderr)
 	if err != nil {
 		return nil, nil, err
@@ -56,22 +56,22 @@ func (r *Request) prepare() (*Options, *boundary, error) {
 	return opts, b, nil
 }
 
-// HelmError is a failed helm run; its message is helm's own stderr.
-type HelmError struct {
+// helmError is a failed helm run; its message is helm's own stderr.
+type helmError struct {
 	ExitCode int
 	Stderr   string
 }
 
-func (e *HelmError) Error() string {
+func (e *helmError) Error() string {
 	if e.Stderr == "" {
 		return fmt.Sprintf("helm exited with status %d", e.ExitCode)
 	}
 	return e.Stderr
 }
 
-// Generate renders the chart in r.AppDir with `helm template`, writing the manifests
+// generateManifests renders the chart in r.AppDir with `helm template`, writing the manifests
 // to r.Stdout. Warnings, including helm's on success, go to r.Stderr.
-func Generate(ctx context.Context, r Request) error {
+func generateManifests(ctx context.Context, r helmRequest) error {
 	// Said first: outside a chart every later check (values files, symlinks
 	// in what would be the chart) only confuses.
 	if _, err := os.Stat(filepath.Join(r.AppDir, "Chart.yaml")); err != nil {
@@ -100,7 +100,7 @@ func Generate(ctx context.Context, r Request) error {
 // templateArgs builds `helm template` arguments. Every flag is written as one
 // `--flag=value` argument and the positional arguments follow `--`, so no parameter
 // value can be read as another flag. cleanup removes the inline values file.
-func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args []string, cleanup func(), err error) {
+func templateArgs(o *helmOptions, b *boundary, tmpDir string, warn io.Writer) (args []string, cleanup func(), err error) {
 	cleanup = func() {}
 	args = []string{"template"}
 	flag := func(name, value string) { args = append(args, "--"+name+"="+value) }
@@ -116,7 +116,7 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 	for _, f := range o.ValuesFiles {
 		path, err := b.resolve("values file", f)
 		if errors.Is(err, errMissing) && o.IgnoreMissing {
-			fmt.Fprintf(warn, "warning: skipping missing values file %q (%s=true)\n", f, ParamIgnoreMissingValues)
+			fmt.Fprintf(warn, "warning: skipping missing values file %q (%s=true)\n", f, paramIgnoreMissingValues)
 			continue
 		}
 		if err != nil {
@@ -144,7 +144,7 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 		}
 		arg, err := setArg(k, path)
 		if err != nil {
-			return nil, cleanup, fmt.Errorf("parameter %q: %w", ParamFileParameters, err)
+			return nil, cleanup, fmt.Errorf("parameter %q: %w", paramFileParameters, err)
 		}
 		flag("set-file", arg)
 	}
@@ -179,13 +179,13 @@ func templateArgs(o *Options, b *boundary, tmpDir string, warn io.Writer) (args 
 func writeTemp(dir, content string) (string, error) {
 	f, err := os.CreateTemp(dir, "helm-values-*.yaml")
 	if err != nil {
-		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", ParamValues, err)
+		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", paramValues, err)
 	}
 	_, werr := f.WriteString(content)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(f.Name())
-		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", ParamValues, err)
+		return "", fmt.Errorf("writing the %s parameter to a temporary file: %w", paramValues, err)
 	}
 	return f.Name(), nil
 }
@@ -215,7 +215,7 @@ func lookPath(name, pathList string) (string, error) {
 // helmWaitDelay bounds how long helm's output pipes are drained after it is killed.
 const helmWaitDelay = 5 * time.Second
 
-func runHelm(ctx context.Context, helm string, args []string, r Request) error {
+func runHelm(ctx context.Context, helm string, args []string, r helmRequest) error {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, helm, args...)
 	cmd.Dir = r.AppDir
@@ -240,7 +240,7 @@ func runHelm(ctx context.Context, helm string, args []string, r Request) error {
 		if ctx.Err() != nil && msg == "" {
 			msg = "helm was stopped: " + ctx.Err().Error()
 		}
-		return &HelmError{ExitCode: code, Stderr: msg}
+		return &helmError{ExitCode: code, Stderr: msg}
 	}
 	return fmt.Errorf("running helm: %w", err)
 }
@@ -270,12 +270,12 @@ type valueSource struct {
 // decide, since it applies these flags by kind, not by position: every --set-json
 // before every --set, whatever the order on the command line. So each key is passed
 // once, from the map that wins; keys are compared in canonical --set syntax.
-func valueFlags(o *Options) ([]string, error) {
+func valueFlags(o *helmOptions) ([]string, error) {
 	sources := []valueSource{
-		{"set", ParamHelmParameters, o.Set},
-		{"set-string", ParamHelmStringParameters, o.SetString},
-		{"set-json", ParamHelmNumberParameters, o.SetNumber},
-		{"set-json", ParamHelmBoolParameters, o.SetBool},
+		{"set", paramHelmParameters, o.Set},
+		{"set-string", paramHelmStringParameters, o.SetString},
+		{"set-json", paramHelmNumberParameters, o.SetNumber},
+		{"set-json", paramHelmBoolParameters, o.SetBool},
 	}
 	parsed := make([]map[string]string, len(sources)) // user key -> canonical key
 	winner := map[string]int{}                        // canonical key -> source index

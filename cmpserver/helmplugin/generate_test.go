@@ -102,7 +102,7 @@ func TestGenerateMatchesHelmByHand(t *testing.T) {
 				env[k] = v
 			}
 			env = withParams(t, env, tc.params)
-			got, stderr, err := runPlugin(t, Generate, dir, "", env)
+			got, stderr, err := runPlugin(t, generateManifests, dir, "", env)
 			if err != nil {
 				t.Fatalf("generate: %v (stderr %s)", err, stderr)
 			}
@@ -166,7 +166,7 @@ func TestHostileValuesReachHelmLiterally(t *testing.T) {
 	}{{"helm-string-parameters", strs}, {"helm-parameters", sets}} {
 		t.Run(param.name, func(t *testing.T) {
 			env := withParams(t, baseEnv(t), []params.AppParameter{{Name: param.name, Map: param.m}})
-			out, stderr, err := runPlugin(t, Generate, dir, "", env)
+			out, stderr, err := runPlugin(t, generateManifests, dir, "", env)
 			if err != nil {
 				t.Fatalf("generate: %v (stderr %s)", err, stderr)
 			}
@@ -181,7 +181,7 @@ func TestHostileValuesReachHelmLiterally(t *testing.T) {
 	t.Run("x rendered with quote", func(t *testing.T) {
 		for _, v := range []string{"$(id) \"q\" 'q', a=b\nnext", `\,{}[].=`} {
 			env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "helm-string-parameters", Map: map[string]string{"x": v}}})
-			out, _, err := runPlugin(t, Generate, dir, "", env)
+			out, _, err := runPlugin(t, generateManifests, dir, "", env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestHostileKeys(t *testing.T) {
 		`back\\slash`:                       "bs",
 		`esc\[0\]`:                          "brackets",
 	}}})
-	out, stderr, err := runPlugin(t, Generate, dir, "", env)
+	out, stderr, err := runPlugin(t, generateManifests, dir, "", env)
 	if err != nil {
 		t.Fatalf("generate: %v (stderr %s)", err, stderr)
 	}
@@ -269,7 +269,7 @@ func TestGenerateRefusesPathsOutsideTheRepository(t *testing.T) {
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
 			env := withParams(t, baseEnv(t), []params.AppParameter{tc.param})
-			out, _, err := runPlugin(t, Generate, app, tc.root, env)
+			out, _, err := runPlugin(t, generateManifests, app, tc.root, env)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
 			}
@@ -279,7 +279,7 @@ func TestGenerateRefusesPathsOutsideTheRepository(t *testing.T) {
 		})
 	}
 	t.Run("symlink in the chart", func(t *testing.T) {
-		_, _, err := runPlugin(t, Generate, app, repo, baseEnv(t))
+		_, _, err := runPlugin(t, generateManifests, app, repo, baseEnv(t))
 		if err == nil || !strings.Contains(err.Error(), "is a symlink to") {
 			t.Fatalf("error = %v, want the chart's outside symlink refused", err)
 		}
@@ -297,11 +297,11 @@ func TestGenerateRefusesPathsOutsideTheRepository(t *testing.T) {
 			case "flag":
 				root = repo
 			case "env":
-				env[EnvRepoRoot] = repo
+				env[envRepoRoot] = repo
 			case "source path":
 				env["ARGOCD_APP_SOURCE_PATH"] = "apps/clean"
 			}
-			out, stderr, err := runPlugin(t, Generate, app, root, env)
+			out, stderr, err := runPlugin(t, generateManifests, app, root, env)
 			if err != nil {
 				t.Fatalf("%s: generate: %v (%s)", how, err, stderr)
 			}
@@ -315,10 +315,10 @@ func TestGenerateRefusesPathsOutsideTheRepository(t *testing.T) {
 func TestGenerateErrors(t *testing.T) {
 	echo := chartDir(t, "echo")
 	t.Run("broken chart returns helm's message", func(t *testing.T) {
-		_, _, err := runPlugin(t, Generate, chartDir(t, "broken"), "", baseEnv(t))
-		var he *HelmError
+		_, _, err := runPlugin(t, generateManifests, chartDir(t, "broken"), "", baseEnv(t))
+		var he *helmError
 		if !errors.As(err, &he) || he.ExitCode == 0 {
-			t.Fatalf("error = %#v, want a HelmError", err)
+			t.Fatalf("error = %#v, want a helmError", err)
 		}
 		if !strings.Contains(err.Error(), "parse error at (broken/templates/bad.yaml:5)") {
 			t.Fatalf("error text %q lacks helm's message", err)
@@ -343,7 +343,7 @@ func TestGenerateErrors(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := runPlugin(t, Generate, echo, "", withParams(t, baseEnv(t), tc.ps))
+			_, _, err := runPlugin(t, generateManifests, echo, "", withParams(t, baseEnv(t), tc.ps))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
 			}
@@ -352,21 +352,21 @@ func TestGenerateErrors(t *testing.T) {
 	t.Run("helm missing from PATH", func(t *testing.T) {
 		env := baseEnv(t)
 		env["PATH"] = t.TempDir()
-		_, _, err := runPlugin(t, Generate, echo, "", env)
+		_, _, err := runPlugin(t, generateManifests, echo, "", env)
 		if err == nil || !strings.Contains(err.Error(), "helm not found on PATH") {
 			t.Fatalf("error = %v", err)
 		}
 	})
 	t.Run("unknown parameters only warn", func(t *testing.T) {
 		env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "colour", String: str("blue")}})
-		_, stderr, err := runPlugin(t, Generate, echo, "", env)
+		_, stderr, err := runPlugin(t, generateManifests, echo, "", env)
 		if err != nil || !strings.Contains(stderr, `warning: ignoring unknown parameter "colour"`) {
 			t.Fatalf("err = %v, stderr = %q", err, stderr)
 		}
 	})
 	t.Run("inline values file is removed", func(t *testing.T) {
 		env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "values", String: str("x: y\n")}})
-		if _, _, err := runPlugin(t, Generate, echo, "", env); err != nil {
+		if _, _, err := runPlugin(t, generateManifests, echo, "", env); err != nil {
 			t.Fatal(err)
 		}
 		left, _ := os.ReadDir(env["TMPDIR"])

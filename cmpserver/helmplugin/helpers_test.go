@@ -89,13 +89,13 @@ func withParams(t testing.TB, env map[string]string, ps []params.AppParameter) m
 	return out
 }
 
-// runPlugin runs Generate or Announce and returns stdout, stderr and the error.
-func runPlugin(t testing.TB, fn func(context.Context, Request) error, dir, root string, env map[string]string) (string, string, error) {
+// runPlugin runs generateManifests or announceParameters and returns stdout, stderr and the error.
+func runPlugin(t testing.TB, fn func(context.Context, helmRequest) error, dir, root string, env map[string]string) (string, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	err := fn(ctx, Request{Env: env, AppDir: dir, RepoRoot: root, Stdout: &stdout, Stderr: &stderr})
+	err := fn(ctx, helmRequest{Env: env, AppDir: dir, RepoRoot: root, Stdout: &stdout, Stderr: &stderr})
 	return stdout.String(), stderr.String(), err
 }
 

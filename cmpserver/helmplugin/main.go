@@ -17,7 +17,7 @@ import (
 var Command = serving.Command{
 	Name:    "helm",
 	Summary: "the built-in Helm plugin: generate renders the chart, parameters announces its values",
-	Run:     Main,
+	Run:     runCommand,
 }
 
 const notes = `actions:
@@ -27,9 +27,9 @@ const notes = `actions:
 Parameters come from ARGOCD_APP_PARAMETERS. Paths they name must stay inside the
 repository root: --repo-root, else $CMP_REPO_ROOT, else the working directory.`
 
-// Main runs one helm plugin action. args follow "cmp-server helm"; the process
+// runCommand runs one helm plugin action. args follow "cmp-server helm"; the process
 // env is the plugin env and the working directory is the app dir.
-func Main(ctx context.Context, args []string, stdio serving.IO) error {
+func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server helm", "generate|parameters [--repo-root DIR]")
 	fs.Notes(notes)
 	repoRoot := fs.String("repo-root", "", "repository root that bounds every path a parameter names")
@@ -37,12 +37,12 @@ func Main(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	var run func(context.Context, Request) error
+	var run func(context.Context, helmRequest) error
 	switch action {
 	case "generate":
-		run = Generate
+		run = generateManifests
 	case "parameters":
-		run = Announce
+		run = announceParameters
 	case "":
 		return fs.Errorf("an action is required: generate or parameters")
 	default:
@@ -52,8 +52,8 @@ func Main(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	err = run(ctx, Request{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
-	var helmErr *HelmError
+	err = run(ctx, helmRequest{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
+	var helmErr *helmError
 	if errors.As(err, &helmErr) {
 		// helm's own message is the error text the user sees, unprefixed, and
 		// its exit code is ours.

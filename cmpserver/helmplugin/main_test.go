@@ -23,7 +23,7 @@ func TestMainHelp(t *testing.T) {
 	}
 }
 
-// runMain runs Main as cmp-server would: env from the process, the chart as cwd.
+// runMain runs runCommand as cmp-server would: env from the process, the chart as cwd.
 func runMain(t *testing.T, dir string, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	for k, v := range env {
@@ -41,7 +41,7 @@ func runMain(t *testing.T, dir string, env map[string]string, args ...string) (i
 func TestMainGenerate(t *testing.T) {
 	dir := chartDir(t, "echo")
 	env := withParams(t, baseEnv(t), []params.AppParameter{{Name: "helm-parameters", Map: map[string]string{"x": "a,b"}}})
-	want, _, err := runPlugin(t, Generate, dir, "", env)
+	want, _, err := runPlugin(t, generateManifests, dir, "", env)
 	if err != nil {
 		t.Fatal(err)
 	}

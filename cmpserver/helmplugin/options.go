@@ -15,34 +15,34 @@ import (
 // Parameter names the plugin understands. They follow Argo CD's native Helm source
 // fields (valueFiles, values, parameters, fileParameters, releaseName, ...).
 const (
-	ParamValuesFiles          = "values-files"
-	ParamValues               = "values"
-	ParamHelmParameters       = "helm-parameters"
-	ParamHelmStringParameters = "helm-string-parameters"
-	ParamHelmNumberParameters = "helm-number-parameters"
-	ParamHelmBoolParameters   = "helm-boolean-parameters"
-	ParamFileParameters       = "file-parameters"
-	ParamReleaseName          = "release-name"
-	ParamNamespace            = "namespace"
-	ParamKubeVersion          = "kube-version"
-	ParamAPIVersions          = "api-versions"
-	ParamSkipCRDs             = "skip-crds"
-	ParamSkipTests            = "skip-tests"
-	ParamIncludeCRDs          = "include-crds"
-	ParamSkipSchemaValidation = "skip-schema-validation"
-	ParamIgnoreMissingValues  = "ignore-missing-value-files"
-	ParamPassCredentials      = "pass-credentials"
+	paramValuesFiles          = "values-files"
+	paramValues               = "values"
+	paramHelmParameters       = "helm-parameters"
+	paramHelmStringParameters = "helm-string-parameters"
+	paramHelmNumberParameters = "helm-number-parameters"
+	paramHelmBoolParameters   = "helm-boolean-parameters"
+	paramFileParameters       = "file-parameters"
+	paramReleaseName          = "release-name"
+	paramNamespace            = "namespace"
+	paramKubeVersion          = "kube-version"
+	paramAPIVersions          = "api-versions"
+	paramSkipCRDs             = "skip-crds"
+	paramSkipTests            = "skip-tests"
+	paramIncludeCRDs          = "include-crds"
+	paramSkipSchemaValidation = "skip-schema-validation"
+	paramIgnoreMissingValues  = "ignore-missing-value-files"
+	paramPassCredentials      = "pass-credentials"
 )
 
 // Environment variables of the build env the plugin reads.
 const (
-	// EnvRepoRoot, when set, is the root of the extracted repository: values and
+	// envRepoRoot, when set, is the root of the extracted repository: values and
 	// set-file paths must stay inside it. Without it the app dir is the boundary.
-	EnvRepoRoot = "CMP_REPO_ROOT"
+	envRepoRoot = "CMP_REPO_ROOT"
 )
 
-// Options are the parsed plugin parameters, in the shape helm template needs.
-type Options struct {
+// helmOptions are the parsed plugin parameters, in the shape helm template needs.
+type helmOptions struct {
 	ValuesFiles   []string
 	Values        string
 	HasValues     bool
@@ -94,14 +94,14 @@ var paramKinds = map[string]paramKind{
 	ParamPassCredentials:      kindBool,
 }
 
-// parseOptions turns the plugin env into Options. Unknown parameter names are reported
+// parseOptions turns the plugin env into helmOptions. Unknown parameter names are reported
 // on warn and ignored, as Argo CD passes any name a user sets.
-func parseOptions(env map[string]string, warn io.Writer) (*Options, error) {
+func parseOptions(env map[string]string, warn io.Writer) (*helmOptions, error) {
 	list, err := params.Decode([]byte(env[keys.EnvAppParameters]))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", keys.EnvAppParameters, err)
 	}
-	o := &Options{
+	o := &helmOptions{
 		ReleaseName: releaseNameFromApp(env[keys.EnvAppName]),
 		Namespace:   env[keys.EnvAppNamespace],
 		KubeVersion: env[keys.EnvKubeVersion],
@@ -161,14 +161,14 @@ func parseOptions(env map[string]string, warn io.Writer) (*Options, error) {
 	}
 	if o.SkipCRDs {
 		if includeCRDsSet && o.IncludeCRDs {
-			return nil, fmt.Errorf("parameters %s and %s are both true; set only one", ParamSkipCRDs, ParamIncludeCRDs)
+			return nil, fmt.Errorf("parameters %s and %s are both true; set only one", paramSkipCRDs, paramIncludeCRDs)
 		}
 		o.IncludeCRDs = false
 	}
-	if err := checkTyped(ParamHelmNumberParameters, o.SetNumber, isNumber); err != nil {
+	if err := checkTyped(paramHelmNumberParameters, o.SetNumber, isNumber); err != nil {
 		return nil, err
 	}
-	if err := checkTyped(ParamHelmBoolParameters, o.SetBool, isBool); err != nil {
+	if err := checkTyped(paramHelmBoolParameters, o.SetBool, isBool); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -294,7 +295,7 @@ type recorder struct {
 	cmds []commandResult
 }
 
-func (c *recorder) add(r cmpserver.CommandReport) {
+func (c *recorder) add(r command.Report) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cmds = append(c.cmds, commandResult{Phase: r.Phase, Argv: r.Argv, Exit: r.Exit,

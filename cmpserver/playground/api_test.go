@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 )
 
@@ -343,7 +343,7 @@ func TestCancellation(t *testing.T) {
 }
 
 func TestHangingPlugin(t *testing.T) {
-	exec := cmpserver.DefaultExecOptions()
+	exec := command.DefaultOptions()
 	exec.Timeout = time.Second
 	exec.KillGrace = time.Second
 	p := start(t, Options{ConfigPath: writePlugin(t, t.TempDir(), "echo about to hang >&2; sleep 60"), AppDir: appDir(t), Exec: exec})

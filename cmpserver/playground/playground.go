@@ -23,6 +23,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -45,8 +46,8 @@ type Options struct {
 	App client.App
 	// Parameters are the Application parameters the page starts with.
 	Parameters []params.AppParameter
-	Exec       cmpserver.ExecOptions // cmpserver.DefaultExecOptions() when zero
-	Limits     cmpserver.Limits      // a zero field: no limit
+	Exec       command.Options  // command.DefaultOptions() when zero
+	Limits     cmpserver.Limits // a zero field: no limit
 	// Env is the environment commands start from, as a sidecar's server
 	// passes its own; nil: this process's.
 	Env []string
@@ -91,8 +92,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	if opts.Exec == (cmpserver.ExecOptions{}) {
-		opts.Exec = cmpserver.DefaultExecOptions()
+	if opts.Exec == (command.Options{}) {
+		opts.Exec = command.DefaultOptions()
 	}
 	if opts.Env == nil {
 		opts.Env = os.Environ()
@@ -174,7 +175,7 @@ func (s *Server) watchChanges(ctx context.Context, baseline map[string]stamp) {
 }
 
 // request is the local runner request for one run.
-func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(cmpserver.CommandReport)) cmpserver.LocalRequest {
+func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(command.Report)) cmpserver.LocalRequest {
 	return cmpserver.LocalRequest{
 		Plugin: p, RepoRoot: s.opts.RepoRoot, AppRelPath: s.appRelPath, Env: env,
 		Limits: s.opts.Limits, Exec: s.opts.Exec, Logger: s.log, BaseEnv: s.opts.Env,

@@ -1,4 +1,4 @@
-package cmpserver
+package command
 
 import (
 	"fmt"
@@ -48,17 +48,17 @@ func NormalizeLogFormat(format string) (string, error) {
 	return "", fmt.Errorf("unknown log format %q: want json or text", format)
 }
 
-// logEnv is what every plugin command gets on top of the sidecar's env.
+// LogEnv is what every plugin command gets on top of the sidecar's env.
 // argocd-cmp-server writes its log level and format into its own environment at
 // start-up, so its commands inherit them, replacing values the container was
 // given, while the request env, added later, can still override them.
-func logEnv(level, format string) []string {
+func LogEnv(level, format string) []string {
 	return []string{keys.EnvLogLevel + "=" + level, keys.EnvLogFormat + "=" + format}
 }
 
-// normalizeLogSettings fills in Argo CD's defaults for empty values (a zero
+// NormalizeLogSettings fills in Argo CD's defaults for empty values (a zero
 // Options) and checks and canonicalises the rest.
-func normalizeLogSettings(level, format *string) error {
+func NormalizeLogSettings(level, format *string) error {
 	if *level == "" {
 		*level = defaultLogLevel
 	}

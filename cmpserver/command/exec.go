@@ -1,8 +1,10 @@
-package cmpserver
+package command
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,13 +20,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// ExecOptions bound every plugin command (init, generate, discovery and dynamic
+// Options bound every plugin command (init, generate, discovery and dynamic
 // parameters).
-type ExecOptions struct {
+type Options struct {
 	// Timeout caps one command; Argo CD documents 90 s but never applies it.
 	Timeout time.Duration
 	// DeadlineBuffer is taken off the request deadline so the error reaches the
@@ -48,27 +51,48 @@ type ExecOptions struct {
 // room for the plugin's own processes and a second large request.
 const DefaultMaxStdoutBytes = 64 << 20
 
-// DefaultExecOptions are the serve defaults.
-func DefaultExecOptions() ExecOptions {
-	return ExecOptions{Timeout: 90 * time.Second, DeadlineBuffer: 100 * time.Millisecond, KillGrace: 5 * time.Second,
+// DefaultOptions are the serve defaults.
+func DefaultOptions() Options {
+	return Options{Timeout: 90 * time.Second, DeadlineBuffer: 100 * time.Millisecond, KillGrace: 5 * time.Second,
 		OutputGrace: time.Second, MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: 64 << 10}
 }
 
-// runner executes plugin commands.
-type runner struct {
-	opts    ExecOptions
-	log     *zap.Logger
-	metrics *Metrics
-	// self replaces keys.PluginServerPath as argv[0]: in a sidecar it is that very
-	// file, and on a laptop it lets the same plugin.yaml run under the local runner.
-	self string
-	// report, when set, is told how each command ended (see LocalRequest.OnCommand).
-	report func(CommandReport)
+// Observer is told how long each command took and how it ended (the
+// server's metrics).
+type Observer interface {
+	CommandDone(phase, code string, d time.Duration)
 }
 
-// CommandReport is how one plugin command ended, for local callers that show it
+// Place is where a command runs: its working directory (the app dir), its
+// env, and the request dir its stdout is spooled to.
+type Place struct {
+	App   string
+	Env   []string
+	Spool string
+}
+
+// newCommandID marks one command's processes (keys.EnvCommandID).
+func newCommandID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Runner executes plugin commands.
+type Runner struct {
+	opts    Options
+	log     *zap.Logger
+	metrics Observer
+	// self replaces keys.PluginServerPath as argv[0]: in a sidecar it is that very
+	// file, and on a laptop it lets the same plugin.yaml run under the local Runner.
+	self string
+	// Report, when set, is told how each command ended (see LocalRequest.OnCommand).
+	Report func(Report)
+}
+
+// Report is how one plugin command ended, for local callers that show it
 // to an author (the playground): a sidecar only logs it.
-type CommandReport struct {
+type Report struct {
 	Phase string `json:"phase"` // init, generate, discover or parameters
 	Argv  string `json:"argv"`  // as error messages show it
 	// Exit is the exit code, or "signal_N", or "start_error".
@@ -81,12 +105,12 @@ type CommandReport struct {
 	Stopped string `json:"stopped,omitempty"`
 }
 
-func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
+func NewRunner(opts Options, log *zap.Logger, m Observer) *Runner {
 	self, err := os.Executable()
 	if err != nil {
 		self = keys.PluginServerPath
 	}
-	return &runner{opts: opts, log: log, metrics: m, self: self}
+	return &Runner{opts: opts, log: log, metrics: m, self: self}
 }
 
 // run executes c (command ++ args, no shell) in ws's app dir with its env and
@@ -96,10 +120,10 @@ func newRunner(opts ExecOptions, log *zap.Logger, m *Metrics) *runner {
 // whichever comes first, and SIGKILL after the grace period. Whatever is left of
 // the command after it exits is killed too: its group, and processes that left
 // the group but carry its keys.EnvCommandID (see procs.go).
-func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, ws *workspace) (*spool, error) {
+func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, ws Place) (*Output, error) {
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	if len(argv) == 0 || argv[0] == "" {
-		return nil, errors.New("Command is empty")
+		return nil, errors.New("Command is empty") //nolint:staticcheck // Argo CD's text, to the letter
 	}
 	display := formatArgv(argv)
 	if argv[0] == keys.PluginServerPath {
@@ -110,7 +134,7 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 
 	// Not in memory: the server's memory must not grow with the output (a
 	// sidecar's limit is 512Mi); splitting reads it back one document at a time.
-	stdout, err := newSpool(ws.dir, r.opts.MaxStdoutBytes, cancel)
+	stdout, err := newSpool(ws.Spool, r.opts.MaxStdoutBytes, cancel)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +161,11 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	}
 	defer errR.Close()
 	// The marker goes last so that nothing in the request can replace it.
-	marker := keys.EnvCommandID + "=" + newRequestID()
+	marker := keys.EnvCommandID + "=" + newCommandID()
 	procs := newCommandProcs(marker)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = ws.appDir
-	cmd.Env = append(ws.env[:len(ws.env):len(ws.env)], marker)
+	cmd.Dir = ws.App
+	cmd.Env = append(ws.Env[:len(ws.Env):len(ws.Env)], marker) //nolint:gocritic // a copy with one more element
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -162,9 +186,9 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		r.metrics.commandDone(phase, "start_error", time.Since(start))
-		if r.report != nil {
-			r.report(CommandReport{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
+		r.metrics.CommandDone(phase, "start_error", time.Since(start))
+		if r.Report != nil {
+			r.Report(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
 		}
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
@@ -197,11 +221,11 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
 		code = exitLabel(cmd.ProcessState)
 	}
-	r.metrics.commandDone(phase, code, elapsed)
+	r.metrics.CommandDone(phase, code, elapsed)
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
 		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
-	if r.report != nil {
-		r.report(CommandReport{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
+	if r.Report != nil {
+		r.Report(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
 			Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
 	}
 
@@ -227,7 +251,7 @@ func (r *runner) run(ctx context.Context, phase string, c pluginconfig.Command, 
 // would wait up to the request deadline, then return the output if the command
 // succeeded). A stopped command's group got SIGTERM: its members get what is
 // left of --kill-grace to exit, as exec.Cmd's WaitDelay gave them before.
-func (r *runner) awaitOutput(ctx context.Context, closed <-chan struct{}, stoppedAt *time.Time) {
+func (r *Runner) awaitOutput(ctx context.Context, closed <-chan struct{}, stoppedAt *time.Time) {
 	grace := r.opts.OutputGrace
 	var stop <-chan struct{}
 	if stoppedAt != nil {
@@ -249,7 +273,7 @@ func (r *runner) awaitOutput(ctx context.Context, closed <-chan struct{}, stoppe
 
 // commandContext derives the command's context: the request deadline minus the
 // buffer, capped by the command timeout. reason tells which one fired.
-func (r *runner) commandContext(parent context.Context) (context.Context, context.CancelFunc, func() string) {
+func (r *Runner) commandContext(parent context.Context) (context.Context, context.CancelFunc, func() string) {
 	var deadline time.Time
 	why := ""
 	if r.opts.Timeout > 0 {
@@ -327,7 +351,7 @@ func commandError(display string, err error, ps *os.ProcessState, stopped, stder
 			detail += "; the command ended with " + ended
 		}
 	}
-	msg := fmt.Sprintf("`%s` failed %s", display, status)
+	msg := fmt.Sprintf("`%s` failed %s", display, status) //nolint:gocritic // Argo CD's text, to the letter
 	if stderr != "" {
 		msg += ": " + stderr
 	}
@@ -386,10 +410,10 @@ func (b *cappedBuffer) String() string {
 	return b.buf.String()
 }
 
-// spool holds a command's stdout in a temp file in the request dir, unlinked at
+// Output holds a command's stdout in a temp file in the request dir, unlinked at
 // once: commands never see it (even running in the request dir itself), and
 // the space is freed when it is closed.
-type spool struct {
+type Output struct {
 	f          *os.File
 	size       int64
 	limit      int64
@@ -398,17 +422,17 @@ type spool struct {
 	onOverflow func()
 }
 
-func newSpool(dir string, limit int64, onOverflow func()) (*spool, error) {
-	f, err := createUnlinked(dir, ".stdout-")
+func newSpool(dir string, limit int64, onOverflow func()) (*Output, error) {
+	f, err := unlinked.Create(dir, ".stdout-")
 	if err != nil {
 		return nil, fmt.Errorf("error creating the output file: %w", err)
 	}
-	return &spool{f: f, limit: limit, onOverflow: onOverflow}, nil
+	return &Output{f: f, limit: limit, onOverflow: onOverflow}, nil
 }
 
 // Write stores p, or, past the limit or after a write error, drops it (so the
 // command is never blocked on a full pipe) and stops the command.
-func (s *spool) Write(p []byte) (int, error) {
+func (s *Output) Write(p []byte) (int, error) {
 	if s.overflow || s.err != nil {
 		return len(p), nil
 	}
@@ -426,23 +450,23 @@ func (s *spool) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// reader reads the output from its start.
-func (s *spool) reader() io.Reader { return io.NewSectionReader(s.f, 0, s.size) }
+// Reader reads the output from its start.
+func (s *Output) Reader() io.Reader { return io.NewSectionReader(s.f, 0, s.size) }
 
-// bytes returns the output without one trailing newline, as Argo CD's server
+// Bytes returns the output without one trailing newline, as Argo CD's server
 // returns it; for outputs that are small or parsed whole anyway.
-func (s *spool) bytes() ([]byte, error) {
-	out, err := io.ReadAll(s.reader())
+func (s *Output) Bytes() ([]byte, error) {
+	out, err := io.ReadAll(s.Reader())
 	return bytes.TrimSuffix(out, []byte("\n")), err
 }
 
-// empty reports whether the output is empty or a lone newline.
-func (s *spool) empty() (bool, error) {
+// Empty reports whether the output is empty or a lone newline.
+func (s *Output) Empty() (bool, error) {
 	if s.size > 1 {
 		return false, nil
 	}
-	out, err := s.bytes()
+	out, err := s.Bytes()
 	return len(out) == 0, err
 }
 
-func (s *spool) Close() error { return s.f.Close() }
+func (s *Output) Close() error { return s.f.Close() }

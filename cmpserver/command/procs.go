@@ -1,4 +1,4 @@
-package cmpserver
+package command
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package cmpserver
+package command
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 )
 
-// commandEnv is the environment of every plugin command: the sidecar's own env,
+// Env is the environment of every plugin command: the sidecar's own env,
 // then the request's entries (request wins; entries without a name are dropped,
 // empty values kept as Argo CD 3 does), then the PARAM_ variables derived again
 // from ARGOCD_APP_PARAMETERS. The repo-server already sends PARAM_ variables, but
 // picks a random winner when two map keys escape to the same name; deriving them
 // here makes the result deterministic (see params.Environ).
-func commandEnv(sidecar []string, request []*pluginpb.EnvEntry) ([]string, error) {
+func Env(sidecar []string, request []*pluginpb.EnvEntry) ([]string, error) {
 	req := make([]string, 0, len(request))
 	var appParams string
 	hasParams := false
@@ -39,9 +39,9 @@ func commandEnv(sidecar []string, request []*pluginpb.EnvEntry) ([]string, error
 	return params.MergeEnv(sidecar, req, derived), nil
 }
 
-// envNames lists the variable names of env for logs; values may hold secrets and
+// EnvNames lists the variable names of env for logs; values may hold secrets and
 // are never logged.
-func envNames(request []*pluginpb.EnvEntry) string {
+func EnvNames(request []*pluginpb.EnvEntry) string {
 	names := make([]string, 0, len(request))
 	for _, e := range request {
 		names = append(names, e.GetName())
