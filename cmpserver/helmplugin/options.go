@@ -75,23 +75,23 @@ const (
 )
 
 var paramKinds = map[string]paramKind{
-	ParamValuesFiles:          kindArray,
-	ParamValues:               kindString,
-	ParamHelmParameters:       kindMap,
-	ParamHelmStringParameters: kindMap,
-	ParamHelmNumberParameters: kindMap,
-	ParamHelmBoolParameters:   kindMap,
-	ParamFileParameters:       kindMap,
-	ParamReleaseName:          kindString,
-	ParamNamespace:            kindString,
-	ParamKubeVersion:          kindString,
-	ParamAPIVersions:          kindList,
-	ParamSkipCRDs:             kindBool,
-	ParamSkipTests:            kindBool,
-	ParamIncludeCRDs:          kindBool,
-	ParamSkipSchemaValidation: kindBool,
-	ParamIgnoreMissingValues:  kindBool,
-	ParamPassCredentials:      kindBool,
+	paramValuesFiles:          kindArray,
+	paramValues:               kindString,
+	paramHelmParameters:       kindMap,
+	paramHelmStringParameters: kindMap,
+	paramHelmNumberParameters: kindMap,
+	paramHelmBoolParameters:   kindMap,
+	paramFileParameters:       kindMap,
+	paramReleaseName:          kindString,
+	paramNamespace:            kindString,
+	paramKubeVersion:          kindString,
+	paramAPIVersions:          kindList,
+	paramSkipCRDs:             kindBool,
+	paramSkipTests:            kindBool,
+	paramIncludeCRDs:          kindBool,
+	paramSkipSchemaValidation: kindBool,
+	paramIgnoreMissingValues:  kindBool,
+	paramPassCredentials:      kindBool,
 }
 
 // parseOptions turns the plugin env into helmOptions. Unknown parameter names are reported
@@ -123,39 +123,39 @@ func parseOptions(env map[string]string, warn io.Writer) (*helmOptions, error) {
 			continue
 		}
 		switch p.Name {
-		case ParamValuesFiles:
+		case paramValuesFiles:
 			o.ValuesFiles = v.array
-		case ParamValues:
+		case paramValues:
 			o.Values, o.HasValues = v.str, true
-		case ParamHelmParameters:
+		case paramHelmParameters:
 			o.Set = v.m
-		case ParamHelmStringParameters:
+		case paramHelmStringParameters:
 			o.SetString = v.m
-		case ParamHelmNumberParameters:
+		case paramHelmNumberParameters:
 			o.SetNumber = v.m
-		case ParamHelmBoolParameters:
+		case paramHelmBoolParameters:
 			o.SetBool = v.m
-		case ParamFileParameters:
+		case paramFileParameters:
 			o.SetFile = v.m
-		case ParamReleaseName:
+		case paramReleaseName:
 			o.ReleaseName = v.str
-		case ParamNamespace:
+		case paramNamespace:
 			o.Namespace = v.str
-		case ParamKubeVersion:
+		case paramKubeVersion:
 			o.KubeVersion = v.str
-		case ParamAPIVersions:
+		case paramAPIVersions:
 			o.APIVersions = v.array
-		case ParamSkipCRDs:
+		case paramSkipCRDs:
 			o.SkipCRDs = v.b
-		case ParamSkipTests:
+		case paramSkipTests:
 			o.SkipTests = v.b
-		case ParamIncludeCRDs:
+		case paramIncludeCRDs:
 			o.IncludeCRDs, includeCRDsSet = v.b, true
-		case ParamSkipSchemaValidation:
+		case paramSkipSchemaValidation:
 			o.SkipSchema = v.b
-		case ParamIgnoreMissingValues:
+		case paramIgnoreMissingValues:
 			o.IgnoreMissing = v.b
-		case ParamPassCredentials:
+		case paramPassCredentials:
 			o.PassCreds = v.b
 		}
 	}
