@@ -135,9 +135,13 @@ func TestDeadlineErrorTextMatchesArgo(t *testing.T) {
 	if st.Code() != codes.DeadlineExceeded || (st.Message() != want && st.Message() != "context deadline exceeded") {
 		t.Errorf("got %v\nwant code DeadlineExceeded, %s", err, want)
 	}
+	// When the client's own deadline came first, the server may not have
+	// logged yet: wait for the line.
 	sent := ""
-	for _, e := range logs.FilterMessage("request failed").All() {
-		sent, _ = e.ContextMap()["error"].(string)
+	for end := time.Now().Add(20 * time.Second); sent == "" && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, e := range logs.FilterMessage("request failed").All() {
+			sent, _ = e.ContextMap()["error"].(string)
+		}
 	}
 	if sent != "rpc error: code = DeadlineExceeded desc = "+want {
 		t.Errorf("the server sent %q\nwant code DeadlineExceeded, %s", sent, want)
@@ -202,10 +206,14 @@ func TestStreamErrorTextsMatchArgo(t *testing.T) {
 		}
 	}
 	recvErr := regexp.MustCompile(`^generate manifest error receiving stream: error receiving tgz file: stream Recv error: rpc error: code = Internal desc = grpc: failed to unmarshal the received message: .+$`)
+	// gRPC answers the client before the handler returns and logs: wait for
+	// the line.
 	found := false
-	for _, e := range logs.FilterMessage("receive failed").All() {
-		if err, ok := e.ContextMap()["error"].(string); ok && recvErr.MatchString(err) {
-			found = true
+	for end := time.Now().Add(20 * time.Second); !found && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for _, e := range logs.FilterMessage("receive failed").All() {
+			if err, ok := e.ContextMap()["error"].(string); ok && recvErr.MatchString(err) {
+				found = true
+			}
 		}
 	}
 	if !found {
