@@ -23,7 +23,8 @@ type encodedManifests struct {
 // manifestChunk is the size of one buffer; a larger object gets its own.
 const manifestChunk = 1 << 20
 
-func (m *encodedManifests) add(doc []byte) error {
+// Add appends doc, copied into the current chunk.
+func (m *encodedManifests) Add(doc []byte) error {
 	// Tag of field 1 with wire type 2 (length-delimited), the length, the bytes.
 	need := 1 + binary.MaxVarintLen64 + len(doc)
 	last := len(m.chunks) - 1
@@ -40,10 +41,14 @@ func (m *encodedManifests) add(doc []byte) error {
 	return nil
 }
 
-// adopt adds doc, which the caller gives up, as its own chunk: a large
-// document is then held once, not copied next to the buffer it was made in.
-// The next document starts a new chunk.
-func (m *encodedManifests) adopt(doc []byte) {
+// Adopt keeps doc, which the caller gives up, as its own chunk when it is at
+// least a chunk's size: a large document is then held once, not copied next
+// to the buffer it was made in (the next document starts a new chunk). A
+// smaller one is declined, to be added.
+func (m *encodedManifests) Adopt(doc []byte) bool {
+	if len(doc) < manifestChunk {
+		return false
+	}
 	var head [1 + binary.MaxVarintLen64]byte
 	h := append(head[:0], 0x0a)
 	h = binary.AppendUvarint(h, uint64(len(doc)))
@@ -56,6 +61,7 @@ func (m *encodedManifests) adopt(doc []byte) {
 	m.chunks = append(m.chunks, doc[:len(doc):len(doc)])
 	m.size += len(h) + len(doc)
 	m.count++
+	return true
 }
 
 // codec is gRPC's proto codec, except that an *encodedManifests is sent as is.

@@ -28,9 +28,10 @@ func testEncodedManifests(t *testing.T, adopt bool) {
 	} {
 		var m encodedManifests
 		for i, d := range docs {
-			if adopt && i%2 == 1 {
-				m.adopt([]byte(d))
-			} else if err := m.add([]byte(d)); err != nil {
+			if adopt && i%2 == 1 && m.Adopt([]byte(d)) {
+				continue
+			}
+			if err := m.Add([]byte(d)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -120,7 +121,7 @@ func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) 
 
 // generate runs init then generate in the app dir and hands sink each object
 // of the output, as JSON.
-func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifestSink) error {
+func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifests.Sink) error {
 	if e.serial != nil {
 		select {
 		case e.serial <- struct{}{}:
@@ -144,7 +145,7 @@ func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifestSink)
 	if empty, _ := out.Empty(); empty {
 		e.log.Warn("generate printed nothing: zero manifests")
 	}
-	return splitManifestStream(out.Reader(), sink)
+	return manifests.Split(out.Reader(), sink)
 }
 
 // match evaluates the first configured discovery rule only, as Argo CD does.

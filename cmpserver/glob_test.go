@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,24 +56,5 @@ func TestGlobAny(t *testing.T) {
 		if _, err := globAny(root, app, bad); err == nil {
 			t.Errorf("globAny(%q) accepted", bad)
 		}
-	}
-}
-
-func TestSplitManifests(t *testing.T) {
-	// YAML stream: converted to JSON; comment-only and null documents dropped.
-	got, err := splitManifests([]byte("---\n# comment only\n---\na: 1\n---\nnull\n---\n\nb: [x]\n"))
-	if want := []string{`{"a":1}`, `{"b":["x"]}`}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("YAML stream = %q, %v", got, err)
-	}
-	// JSON stream: values kept as printed, null dropped.
-	got, err = splitManifests([]byte("{\"a\": 1}\nnull\n{\"b\":2}\n"))
-	if want := []string{`{"a": 1}`, `{"b":2}`}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("JSON stream = %q, %v", got, err)
-	}
-	if _, err := splitManifests([]byte("a: [\n")); err == nil || !strings.Contains(err.Error(), "failed to unmarshal manifest") {
-		t.Errorf("bad YAML: %v", err)
-	}
-	if got, err := splitManifests(nil); err != nil || len(got) != 0 {
-		t.Errorf("empty output = %q, %v", got, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -44,7 +45,7 @@ type LocalRequest struct {
 func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 	var out []string
 	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) error {
-		return e.generate(ctx, ws, sinkFunc(func(doc []byte) error {
+		return e.generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
 			out = append(out, string(doc))
 			return nil
 		}))

@@ -1,4 +1,4 @@
-package cmpserver
+package manifests
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -38,9 +39,45 @@ func bigDocument(size int, asJSON bool) []byte {
 	return b.Bytes()
 }
 
+// response keeps the documents as the gRPC response does (cmpserver's
+// encodedManifests): a copy of each, and a document of 1 MiB or more adopted
+// instead of copied.
+type response struct {
+	docs  [][]byte
+	size  int
+	count int
+}
+
+func (m *response) Add(doc []byte) error {
+	m.docs = append(m.docs, append([]byte(nil), doc...))
+	m.size += len(doc)
+	m.count++
+	return nil
+}
+
+func (m *response) Adopt(doc []byte) bool {
+	if len(doc) < 1<<20 {
+		return false
+	}
+	m.docs = append(m.docs, doc)
+	m.size += len(doc)
+	m.count++
+	return true
+}
+
+// splitManifests is Split collected into strings.
+func splitManifests(out []byte) ([]string, error) {
+	var manifests []string
+	err := Split(bytes.NewReader(out), SinkFunc(func(doc []byte) error {
+		manifests = append(manifests, string(doc))
+		return nil
+	}))
+	return manifests, err
+}
+
 // splitAllocs splits doc from a file into a response, as GenerateManifest
 // does, and returns the bytes allocated meanwhile.
-func splitAllocs(t *testing.T, doc []byte) (allocated uint64, m *encodedManifests) {
+func splitAllocs(t *testing.T, doc []byte) (allocated uint64, m *response) {
 	t.Helper()
 	f, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
@@ -50,12 +87,12 @@ func splitAllocs(t *testing.T, doc []byte) (allocated uint64, m *encodedManifest
 	if _, err := f.Write(doc); err != nil || func() error { _, err := f.Seek(0, 0); return err }() != nil {
 		t.Fatal(err)
 	}
-	m = &encodedManifests{}
+	m = &response{}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	// The stdout spool's reader (spool.reader).
-	if err := splitManifestStream(io.NewSectionReader(f, 0, int64(len(doc))), m); err != nil {
+	if err := Split(io.NewSectionReader(f, 0, int64(len(doc))), m); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
@@ -116,8 +153,8 @@ func TestJSONFastPathMatchesTheDecoder(t *testing.T) {
 		"",
 	} {
 		var fast, generic []string
-		fastErr := splitManifestStream(bytes.NewReader([]byte(out)), sinkFunc(func(doc []byte) error { fast = append(fast, string(doc)); return nil }))
-		genericErr := splitManifestStream(onlyReader{bytes.NewReader([]byte(out))}, sinkFunc(func(doc []byte) error { generic = append(generic, string(doc)); return nil }))
+		fastErr := Split(bytes.NewReader([]byte(out)), SinkFunc(func(doc []byte) error { fast = append(fast, string(doc)); return nil }))
+		genericErr := Split(onlyReader{bytes.NewReader([]byte(out))}, SinkFunc(func(doc []byte) error { generic = append(generic, string(doc)); return nil }))
 		if (fastErr == nil) != (genericErr == nil) || fmt.Sprint(fast) != fmt.Sprint(generic) {
 			t.Errorf("%q: %q (%v), the decoder gives %q (%v)", out, fast, fastErr, generic, genericErr)
 		}
@@ -191,10 +228,10 @@ func BenchmarkSplitMemory(b *testing.B) {
 	}
 	paths := []struct {
 		name  string
-		split func(r io.Reader, m *encodedManifests) error
+		split func(r io.Reader, m *response) error
 	}{
-		{"decoder", func(r io.Reader, m *encodedManifests) error { return splitDecoded(r, m.add) }},
-		{"fast", func(r io.Reader, m *encodedManifests) error { return splitManifestStream(r, m) }},
+		{"decoder", func(r io.Reader, m *response) error { return splitDecoded(r, m.Add) }},
+		{"fast", func(r io.Reader, m *response) error { return Split(r, m) }},
 	}
 	for _, in := range inputs {
 		path := filepath.Join(b.TempDir(), "out")
@@ -210,7 +247,7 @@ func BenchmarkSplitMemory(b *testing.B) {
 				defer f.Close()
 				var peak, allocated uint64
 				for b.Loop() {
-					m := &encodedManifests{}
+					m := &response{}
 					peak, allocated = heapPeak(func() {
 						if err := p.split(io.NewSectionReader(f, 0, int64(len(in.out))), m); err != nil {
 							b.Fatal(err)
@@ -223,5 +260,24 @@ func BenchmarkSplitMemory(b *testing.B) {
 				b.ReportMetric(float64(allocated)/size, "alloc-x")
 			})
 		}
+	}
+}
+
+func TestSplitManifests(t *testing.T) {
+	// YAML stream: converted to JSON; comment-only and null documents dropped.
+	got, err := splitManifests([]byte("---\n# comment only\n---\na: 1\n---\nnull\n---\n\nb: [x]\n"))
+	if want := []string{`{"a":1}`, `{"b":["x"]}`}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("YAML stream = %q, %v", got, err)
+	}
+	// JSON stream: values kept as printed, null dropped.
+	got, err = splitManifests([]byte("{\"a\": 1}\nnull\n{\"b\":2}\n"))
+	if want := []string{`{"a": 1}`, `{"b":2}`}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("JSON stream = %q, %v", got, err)
+	}
+	if _, err := splitManifests([]byte("a: [\n")); err == nil || !strings.Contains(err.Error(), "failed to unmarshal manifest") {
+		t.Errorf("bad YAML: %v", err)
+	}
+	if got, err := splitManifests(nil); err != nil || len(got) != 0 {
+		t.Errorf("empty output = %q, %v", got, err)
 	}
 }

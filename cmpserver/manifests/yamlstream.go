@@ -1,4 +1,4 @@
-package cmpserver
+package manifests
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ const yamlSniff = 4096
 // splitYAMLDocuments emits every document of r when the decoder would read r
 // as YAML from the start, and reports whether it did; false (with nothing
 // emitted) leaves r to the decoder.
-func splitYAMLDocuments(r sizedReaderAt, sink manifestSink) (bool, error) {
+func splitYAMLDocuments(r sizedReaderAt, sink Sink) (bool, error) {
 	head := make([]byte, min(r.Size(), yamlSniff))
 	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
 		return false, nil
@@ -62,13 +62,12 @@ func splitYAMLDocuments(r sizedReaderAt, sink manifestSink) (bool, error) {
 		if out == nil {
 			return nil // empty, comments only, or null
 		}
-		// out is this document's alone: a large one is kept, not copied,
-		// so it is never held twice.
-		if o, ok := sink.(owningSink); ok && len(out) >= manifestChunk {
-			o.adopt(out)
+		// out is this document's alone: a sink that keeps it (a large
+		// document, in the response) never holds it twice.
+		if o, ok := sink.(Owner); ok && o.Adopt(out) {
 			return nil
 		}
-		return sink.add(out)
+		return sink.Add(out)
 	})
 	return true, err
 }

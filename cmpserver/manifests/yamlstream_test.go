@@ -1,4 +1,4 @@
-package cmpserver
+package manifests
 
 import (
 	"bufio"
@@ -10,10 +10,10 @@ import (
 	yamlv2 "go.yaml.in/yaml/v2"
 )
 
-// splitBoth splits out through splitManifestStream (which takes the fast
+// splitBoth splits out through Split (which takes the fast
 // paths for a bytes.Reader) and through the decoder alone.
 func splitBoth(out []byte) (fast, decoded []string, fastErr, decodedErr error) {
-	fastErr = splitManifestStream(bytes.NewReader(out), sinkFunc(func(doc []byte) error { fast = append(fast, string(doc)); return nil }))
+	fastErr = Split(bytes.NewReader(out), SinkFunc(func(doc []byte) error { fast = append(fast, string(doc)); return nil }))
 	decodedErr = splitDecoded(bytes.NewReader(out), func(doc []byte) error { decoded = append(decoded, string(doc)); return nil })
 	return fast, decoded, fastErr, decodedErr
 }
@@ -66,7 +66,7 @@ func randomInDecoder(out []byte) bool {
 	return random || bad > 1
 }
 
-// FuzzYAMLFastPathMatchesTheDecoder: for any output, splitManifestStream
+// FuzzYAMLFastPathMatchesTheDecoder: for any output, Split
 // gives what Kubernetes' YAML-or-JSON decoder gives: the same documents, in
 // the same order, byte for byte, and the same error text after the same
 // documents. Seeds: testdata/fuzz/FuzzYAMLFastPathMatchesTheDecoder.

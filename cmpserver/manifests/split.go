@@ -1,4 +1,8 @@
-package cmpserver
+// Package manifests splits a generate command's output, a stream of YAML
+// documents or JSON values, into one JSON document per object, as Argo CD's
+// server does with Kubernetes' YAML-or-JSON decoder, without holding a large
+// document several times (jsonstream.go, yamlstream.go).
+package manifests
 
 import (
 	"bufio"
@@ -11,31 +15,33 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// manifestSink receives the documents of a generate output as JSON; doc is
-// only valid during add.
-type manifestSink interface {
-	add(doc []byte) error
+// Sink receives the documents of a generate output as JSON; doc is only
+// valid during Add.
+type Sink interface {
+	Add(doc []byte) error
 }
 
-// sinkFunc is a function as a manifestSink.
-type sinkFunc func(doc []byte) error
+// SinkFunc is a function as a Sink.
+type SinkFunc func(doc []byte) error
 
-func (f sinkFunc) add(doc []byte) error { return f(doc) }
+// Add calls f.
+func (f SinkFunc) Add(doc []byte) error { return f(doc) }
 
-// owningSink is a sink that can keep a document the splitter allocated for
-// it alone instead of copying it (the response, codec.go).
-type owningSink interface {
-	adopt(doc []byte)
+// Owner is a Sink that can keep a document the splitter allocated for it
+// alone instead of copying it (the gRPC response); Adopt reports whether it
+// did, and the document is then the sink's. A sink that declines gets Add.
+type Owner interface {
+	Adopt(doc []byte) bool
 }
 
-// splitManifestStream reads a generate command's stdout, a stream of YAML
+// Split reads a generate command's stdout, a stream of YAML
 // documents or JSON values, and hands sink each object as JSON. Empty,
 // comment-only and null documents are dropped; kind: List is left for the
 // repo-server to flatten. The decoder holds one document at a time, so memory
 // follows the largest document, not the output; doc is only valid during emit.
-func splitManifestStream(r io.Reader, sink manifestSink) error {
+func Split(r io.Reader, sink Sink) error {
 	if ra, ok := r.(sizedReaderAt); ok {
-		if done, err := splitJSONValues(ra, sink.add); done {
+		if done, err := splitJSONValues(ra, sink.Add); done {
 			return err
 		}
 		if done, err := splitYAMLDocuments(ra, sink); done {
@@ -44,7 +50,7 @@ func splitManifestStream(r io.Reader, sink manifestSink) error {
 		// The generic path reads from the start.
 		r = io.NewSectionReader(ra, 0, ra.Size())
 	}
-	return splitDecoded(r, sink.add)
+	return splitDecoded(r, sink.Add)
 }
 
 // splitDecoded is the generic path: Kubernetes' YAML-or-JSON decoder, whose
@@ -68,14 +74,4 @@ func splitDecoded(r io.Reader, emit func(doc []byte) error) error {
 			return err
 		}
 	}
-}
-
-// splitManifests is splitManifestStream collected into strings.
-func splitManifests(out []byte) ([]string, error) {
-	var manifests []string
-	err := splitManifestStream(bytes.NewReader(out), sinkFunc(func(doc []byte) error {
-		manifests = append(manifests, string(doc))
-		return nil
-	}))
-	return manifests, err
 }
