@@ -42,9 +42,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	return program.Main(ctx, args, serving.IO{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
-// DefaultGCPercent is the webhook's collector target: 400 gave +25% reviews/s
+// defaultGCPercent is the webhook's collector target: 400 gave +25% reviews/s
 // over Go's 100 under load (make bench-e2e), for a heap of tens of MiB.
-const DefaultGCPercent = 400
+const defaultGCPercent = 400
 
 func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-injector serve", "--catalog FILE --tls-cert-file FILE --tls-key-file FILE [flags]")
@@ -64,7 +64,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
 	logFlush := fs.Duration("log-flush-interval", time.Second, "longest time a log line waits in memory before it is written: lines go out in batches, which saves a system call per review under load, and at once for warnings, errors and on exit (0 = each line at once)")
-	gcPercent := fs.Int("gc-percent", DefaultGCPercent, "the Go collector's target (GOGC) when the environment sets none; with it, a soft memory limit of 90% of the container's unless GOMEMLIMIT is set (0 = the runtime's defaults)")
+	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the Go collector's target (GOGC) when the environment sets none; with it, a soft memory limit of 90% of the container's unless GOMEMLIMIT is set (0 = the runtime's defaults)")
 	var rf reconcileFlags
 	rf.register(fs.FlagSet)
 	if err := fs.Parse(args); err != nil {

@@ -36,9 +36,9 @@ const (
 	maxConflictBackoff     = 30 * time.Minute
 )
 
-// EventConflict is the reason of the Warning Event on a pod another release
+// eventConflict is the reason of the Warning Event on a pod another release
 // patched.
-const EventConflict = "ReconcilerConflict"
+const eventConflict = "ReconcilerConflict"
 
 // otherWriter is the release named by the pod's mark when it is not self;
 // "" when the pod is unmarked (only the webhook wrote it) or marked by self.

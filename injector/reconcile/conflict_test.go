@@ -110,7 +110,7 @@ func TestReleasesDoNotFight(t *testing.T) {
 		evs := events(t, client, "argocd", "Pod", "repo-1")
 		n := 0
 		for _, e := range evs {
-			if e.Reason == EventConflict && strings.Contains(e.Message, "cmp-injector/release-b") {
+			if e.Reason == eventConflict && strings.Contains(e.Message, "cmp-injector/release-b") {
 				n += int(e.Count)
 			}
 		}

@@ -125,7 +125,7 @@ func TestExecuteRestartFailure(t *testing.T) {
 	if got := r.metric(t, "cmp_injector_reconcile_rollouts_total"); got != 1 {
 		t.Errorf("rollouts_total %v, want 1", got)
 	}
-	if evs := drain(rec); len(evs) != 1 || !strings.Contains(evs[0], EventRollout) {
+	if evs := drain(rec); len(evs) != 1 || !strings.Contains(evs[0], eventRollout) {
 		t.Errorf("Events %v", evs)
 	}
 }
@@ -145,7 +145,7 @@ func TestExecuteReportsUnprovenOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if evs := drain(rec); len(evs) != 1 || !strings.Contains(evs[0], EventOwnerUnproven) || strings.Contains(evs[0], "victim-db\"") {
+	if evs := drain(rec); len(evs) != 1 || !strings.Contains(evs[0], eventOwnerUnproven) || strings.Contains(evs[0], "victim-db\"") {
 		t.Errorf("Events %v", evs)
 	}
 	r.forget("argocd/evil")

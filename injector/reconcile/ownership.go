@@ -24,7 +24,7 @@ import (
 // cluster confirms, object by object, that it owns the pod and that it is
 // one whose pods are injected; the pod's word alone never suffices.
 
-// OwnerOf proves that dep owns pod through rs: the pod's controller is rs (by
+// ownerOf proves that dep owns pod through rs: the pod's controller is rs (by
 // name and UID), rs's controller is dep (by name and UID), rs's selector
 // matches the pod's labels (a ReplicaSet counts only pods it selects; one that
 // merely names it is not its pod), rs is dep's current ReplicaSet (restarting
@@ -33,7 +33,7 @@ import (
 // for plugins is never restarted for them). reason says which link failed;
 // it names only what the pod itself claims, never a Deployment, so an Event
 // on the pod cannot be used to point at someone else's workload.
-func OwnerOf(pod *corev1.Pod, rs *appsv1.ReplicaSet, dep *appsv1.Deployment) (ok bool, reason string) {
+func ownerOf(pod *corev1.Pod, rs *appsv1.ReplicaSet, dep *appsv1.Deployment) (ok bool, reason string) {
 	if pod == nil {
 		return false, "no pod"
 	}
@@ -86,10 +86,10 @@ func currentReplicaSet(rs *appsv1.ReplicaSet, dep *appsv1.Deployment) bool {
 	return equality.Semantic.DeepEqual(t, want)
 }
 
-// StatefulSetOwnerOf proves that sts owns pod: the pod's controller is sts
+// statefulSetOwnerOf proves that sts owns pod: the pod's controller is sts
 // (by name and UID), sts's selector matches the pod's labels, and its pod
 // template opts in to injection.
-func StatefulSetOwnerOf(pod *corev1.Pod, sts *appsv1.StatefulSet) (ok bool, reason string) {
+func statefulSetOwnerOf(pod *corev1.Pod, sts *appsv1.StatefulSet) (ok bool, reason string) {
 	if pod == nil {
 		return false, "no pod"
 	}
@@ -134,8 +134,8 @@ type Owner struct {
 }
 
 // ProveOwner reads what a pod's controller reference points at (a
-// ReplicaSet and its Deployment, or a StatefulSet) and proves it with OwnerOf
-// or StatefulSetOwnerOf. An object that does not exist or may not be read is
+// ReplicaSet and its Deployment, or a StatefulSet) and proves it with ownerOf
+// or statefulSetOwnerOf. An object that does not exist or may not be read is
 // a reason, not an error: the proof fails, there is nothing to retry. err is
 // for the API failing (retry later).
 func ProveOwner(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod) (Owner, error) {
@@ -163,7 +163,7 @@ func ProveOwner(ctx context.Context, client kubernetes.Interface, pod *corev1.Po
 				return Owner{}, fmt.Errorf("reading ReplicaSet %s's Deployment: %w", ref.Name, err)
 			}
 		}
-		if ok, reason := OwnerOf(pod, rs, dep); !ok {
+		if ok, reason := ownerOf(pod, rs, dep); !ok {
 			return Owner{Reason: reason}, nil
 		}
 		return Owner{Deployment: dep, Ref: &corev1.ObjectReference{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment",
@@ -176,7 +176,7 @@ func ProveOwner(ctx context.Context, client kubernetes.Interface, pod *corev1.Po
 		case err != nil:
 			return Owner{}, fmt.Errorf("reading StatefulSet %s: %w", ref.Name, err)
 		}
-		if ok, reason := StatefulSetOwnerOf(pod, sts); !ok {
+		if ok, reason := statefulSetOwnerOf(pod, sts); !ok {
 			return Owner{Reason: reason}, nil
 		}
 		return Owner{Ref: &corev1.ObjectReference{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "StatefulSet",

@@ -113,9 +113,9 @@ func TestOwnerOf(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&w)
 			}
-			ok, reason := OwnerOf(w.pod, w.rs, w.dep)
+			ok, reason := ownerOf(w.pod, w.rs, w.dep)
 			if ok != tc.ok || !strings.Contains(reason, tc.reason) {
-				t.Fatalf("OwnerOf = %v, %q; want %v, %q", ok, reason, tc.ok, tc.reason)
+				t.Fatalf("ownerOf = %v, %q; want %v, %q", ok, reason, tc.ok, tc.reason)
 			}
 			if !ok && strings.Contains(reason, "argocd-repo-server\"") {
 				t.Errorf("the reason names the Deployment: %q", reason)
@@ -142,9 +142,9 @@ func TestStatefulSetOwnerOf(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(sts, pod)
 			}
-			ok, reason := StatefulSetOwnerOf(pod, sts)
+			ok, reason := statefulSetOwnerOf(pod, sts)
 			if ok != (tc.reason == "") || !strings.Contains(reason, tc.reason) {
-				t.Fatalf("StatefulSetOwnerOf = %v, %q; want reason %q", ok, reason, tc.reason)
+				t.Fatalf("statefulSetOwnerOf = %v, %q; want reason %q", ok, reason, tc.reason)
 			}
 		})
 	}

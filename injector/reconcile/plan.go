@@ -226,7 +226,7 @@ func reportSteps(in planInput) []step {
 		names := slices.Sorted(maps.Keys(d.Live))
 		out = append(out,
 			logStep(false, "plugin config updated live", zap.String("pod", key), zap.String("revision", cat.Revision), zap.Strings("annotations", names)),
-			eventStep(pod, corev1.EventTypeNormal, EventConfigUpdated,
+			eventStep(pod, corev1.EventTypeNormal, eventConfigUpdated,
 				fmt.Sprintf("catalog revision %s: plugin.yaml updated (%v); the sidecars reload it without a restart", cat.Revision, names)))
 	}
 	if !staleChanged(d) {
@@ -235,13 +235,13 @@ func reportSteps(in planInput) []step {
 	msg := fmt.Sprintf("not current with catalog revision %s until restarted: %s", cat.Revision, d.StaleMessage())
 	out = append(out,
 		logStep(true, "injected pod is stale", zap.String("pod", key), zap.String("revision", cat.Revision), zap.String("differences", d.StaleMessage())),
-		eventStep(pod, corev1.EventTypeWarning, EventStale, msg))
+		eventStep(pod, corev1.EventTypeWarning, eventStale, msg))
 	switch {
 	case metav1.GetControllerOf(pod) == nil:
 	case in.OwnerErr != nil:
 		out = append(out, logStep(true, "cannot read the stale pod's owner; the Event is on the pod only", zap.String("pod", key), zap.Error(in.OwnerErr)))
 	case in.Owner.Ref != nil:
-		out = append(out, eventStep(in.Owner.Ref, corev1.EventTypeWarning, EventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg)))
+		out = append(out, eventStep(in.Owner.Ref, corev1.EventTypeWarning, eventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg)))
 	case in.Owner.Reason != "":
 		out = append(out, logStep(false, "the stale pod's owner is not proven; the Event is on the pod only", zap.String("pod", key), zap.String("reason", in.Owner.Reason)))
 	}
@@ -278,7 +278,7 @@ func rolloutSteps(in planInput) ([]step, error) {
 		return []step{
 			{Unproven: reason},
 			logStep(true, "stale pod: its owner could not be proven, nothing is restarted", zap.String("pod", key), zap.String("reason", reason)),
-			eventStep(pod, corev1.EventTypeWarning, EventOwnerUnproven,
+			eventStep(pod, corev1.EventTypeWarning, eventOwnerUnproven,
 				"stale, but not restarted (rollout: auto): ownership could not be proven: "+reason),
 		}, nil
 	}
@@ -292,7 +292,7 @@ func rolloutSteps(in planInput) ([]step, error) {
 	return []step{
 		{Restart: &restart{Namespace: dep.Namespace, Name: dep.Name, UID: dep.UID, Revision: cat.Revision, Body: body}},
 		logStep(false, "rolled out stale pods", zap.String("deployment", dep.Namespace+"/"+dep.Name), zap.String("revision", cat.Revision)),
-		eventStep(in.Owner.Ref, corev1.EventTypeNormal, EventRollout,
+		eventStep(in.Owner.Ref, corev1.EventTypeNormal, eventRollout,
 			fmt.Sprintf("restarting to apply catalog revision %s (rollout: auto): %s", cat.Revision, d.StaleMessage())),
 	}, nil
 }
@@ -306,7 +306,7 @@ func conflictSteps(pod *corev1.Pod, other, self, revision string, wait time.Dura
 	return []step{
 		logStep(true, "another release's reconciler patched this pod; backing off", zap.String("pod", pod.Namespace+"/"+pod.Name),
 			zap.String("release", other), zap.String("self", self), zap.Duration("wait", wait)),
-		eventStep(pod, corev1.EventTypeWarning, EventConflict, msg),
+		eventStep(pod, corev1.EventTypeWarning, eventConflict, msg),
 	}
 }
 

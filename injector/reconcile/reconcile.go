@@ -54,12 +54,12 @@ const (
 
 // Event reasons.
 const (
-	EventConfigUpdated = "PluginConfigUpdated"
-	EventStale         = "StalePlugins"
-	EventRollout       = "PluginRollout"
-	// EventOwnerUnproven is a Warning on the pod: it is stale, rollout is
+	eventConfigUpdated = "PluginConfigUpdated"
+	eventStale         = "StalePlugins"
+	eventRollout       = "PluginRollout"
+	// eventOwnerUnproven is a Warning on the pod: it is stale, rollout is
 	// auto, and its owner could not be proven, so nothing is restarted.
-	EventOwnerUnproven = "OwnerUnproven"
+	eventOwnerUnproven = "OwnerUnproven"
 )
 
 // Options configure a Reconciler.

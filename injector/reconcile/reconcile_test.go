@@ -266,7 +266,7 @@ func TestLiveConfigReachesThePod(t *testing.T) {
 	}
 	eventually(t, "the PluginConfigUpdated Event", func() (bool, string) {
 		evs := events(t, client, "argocd", "Pod", "repo-1")
-		return strings.Contains(eventReasons(evs), EventConfigUpdated), eventReasons(evs)
+		return strings.Contains(eventReasons(evs), eventConfigUpdated), eventReasons(evs)
 	})
 }
 
@@ -294,7 +294,7 @@ func TestRolloutOnlyForProvenOwner(t *testing.T) {
 	// its Event is there or victim-db is patched.
 	eventually(t, "a decision about the attacker's pod", func() (bool, string) {
 		evs := events(t, client, "argocd", "Pod", "evil")
-		return strings.Contains(eventReasons(evs), EventOwnerUnproven) || count.of("deployments", "victim-db") > 0, eventReasons(evs)
+		return strings.Contains(eventReasons(evs), eventOwnerUnproven) || count.of("deployments", "victim-db") > 0, eventReasons(evs)
 	})
 	eventually(t, "the repo-server's restart", func() (bool, string) {
 		d, err := client.AppsV1().Deployments("argocd").Get(context.Background(), repo.dep.Name, metav1.GetOptions{})
@@ -306,7 +306,7 @@ func TestRolloutOnlyForProvenOwner(t *testing.T) {
 	})
 	eventually(t, "the rollout Event on the repo-server Deployment", func() (bool, string) {
 		evs := events(t, client, "argocd", "Deployment", repo.dep.Name)
-		return strings.Contains(eventReasons(evs), EventRollout), eventReasons(evs)
+		return strings.Contains(eventReasons(evs), eventRollout), eventReasons(evs)
 	})
 	if n := count.of("deployments", "victim-db"); n != 0 {
 		t.Errorf("victim-db was patched %d times", n)

@@ -16,7 +16,7 @@ import (
 // inside their own package (its files and its tests). Issue 27 asks for fewer
 // than 20; until then this is a ratchet at the current count: it only goes
 // down, lower it when you unexport one.
-const maxInsideOnly = 39
+const maxInsideOnly = 28
 
 // TestExportedIdentifiersAreUsedOutside counts exported top-level functions,
 // types, variables and constants that no other package of the module names
