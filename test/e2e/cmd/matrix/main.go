@@ -138,8 +138,10 @@ func plan(o options, pins map[string]string) []step {
 				return []string{"etcd", "helm", "kube-apiserver-1.32", "kube-controller-manager-1.32", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "redis-server"},
 					[]string{"E2E_KUBE_APISERVER=" + tool}
 			}
+			// The stored-pod goldens are per minor: a minor without them
+			// records what its API server stored instead of failing.
 			return []string{"etcd", "helm", "kube@" + v, "argocd", "repoclient", "argocd-v2", "repoclient-v2", "redis-server"},
-				[]string{"E2E_KUBE_APISERVER=" + tool}
+				[]string{"E2E_KUBE_APISERVER=" + tool, "E2E_RECORD_GOLDENS=" + filepath.Join(o.logDir, "goldens-"+v)}
 		},
 	}
 	argo := axis{
