@@ -18,10 +18,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// Engine runs one plugin against unpacked repositories. The gRPC service and the
+// engine runs one plugin against unpacked repositories. The gRPC service and the
 // local runner both go through it, so a plugin behaves the same on a laptop and in
 // a sidecar.
-type Engine struct {
+type engine struct {
 	plugin  *pluginconfig.Plugin
 	limits  Limits
 	workDir string
@@ -34,8 +34,8 @@ type Engine struct {
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *Metrics) *Engine {
-	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, m), env: env, log: log}
+func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *metrics) *engine {
+	e := &engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, m), env: env, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
 	}
@@ -59,7 +59,7 @@ func (ws *workspace) place() command.Place {
 // mode 0755 (the work dir itself is 0700), which is where argocd-cmp-server
 // unpacks a request. Plugins see it as (the parent of) their working directory,
 // so the shape is kept.
-func (e *Engine) newRequestDir() (string, error) {
+func (e *engine) newRequestDir() (string, error) {
 	for range 3 {
 		dir := filepath.Join(e.workDir, newUUID())
 		err := os.Mkdir(dir, 0o755)
@@ -83,7 +83,7 @@ func newUUID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-func (e *Engine) cleanup(ws *workspace) {
+func (e *engine) cleanup(ws *workspace) {
 	if err := os.RemoveAll(ws.dir); err != nil {
 		e.log.Warn("error removing request dir", zap.String("dir", ws.dir), zap.Error(err))
 	}
@@ -91,14 +91,14 @@ func (e *Engine) cleanup(ws *workspace) {
 
 // unpackTo is where a request's tarball goes: into the request dir itself, as
 // Argo CD does, spooled beside it in the work dir.
-func (e *Engine) unpackTo(dir string) *unpackTo {
+func (e *engine) unpackTo(dir string) *unpackTo {
 	return &unpackTo{dir: dir, spoolDir: e.workDir, limits: e.limits, preserveMode: e.plugin.Spec.PreserveFileMode}
 }
 
 // workspace resolves the app dir and command env of a received repository
 // whose request dir is dir and whose tree is root (unpacked when unpacked is
 // set): dir itself, or a tree shared between requests (trees.go).
-func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) (*workspace, error) {
+func (e *engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) (*workspace, error) {
 	ws := &workspace{dir: dir, root: root}
 	env, err := command.Env(e.env, repo.meta.GetEnv())
 	if err != nil {
@@ -121,7 +121,7 @@ func (e *Engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) 
 
 // generate runs init then generate in the app dir and hands sink each object
 // of the output, as JSON.
-func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifests.Sink) error {
+func (e *engine) generate(ctx context.Context, ws *workspace, sink manifests.Sink) error {
 	if e.serial != nil {
 		select {
 		case e.serial <- struct{}{}:
@@ -149,7 +149,7 @@ func (e *Engine) generate(ctx context.Context, ws *workspace, sink manifests.Sin
 }
 
 // match evaluates the first configured discovery rule only, as Argo CD does.
-func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
+func (e *engine) match(ctx context.Context, ws *workspace) (bool, error) {
 	d := e.plugin.Spec.Discover
 	switch {
 	case d == nil:
@@ -172,7 +172,7 @@ func (e *Engine) match(ctx context.Context, ws *workspace) (bool, error) {
 }
 
 // parameters is the dynamic announcement (if configured) followed by the static one.
-func (e *Engine) parameters(ctx context.Context, ws *workspace) ([]params.Announcement, error) {
+func (e *engine) parameters(ctx context.Context, ws *workspace) ([]params.Announcement, error) {
 	ps := e.plugin.Spec.Parameters
 	if ps == nil {
 		return nil, nil

@@ -44,7 +44,7 @@ type LocalRequest struct {
 // LocalGenerate runs init and generate and returns one JSON string per object.
 func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 	var out []string
-	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) error {
+	err := runLocal(ctx, req, true, func(e *engine, ws *workspace) error {
 		return e.generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
 			out = append(out, string(doc))
 			return nil
@@ -56,7 +56,7 @@ func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 // LocalParameters returns the merged parameters announcement.
 func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announcement, error) {
 	var out []params.Announcement
-	err := runLocal(ctx, req, true, func(e *Engine, ws *workspace) (err error) {
+	err := runLocal(ctx, req, true, func(e *engine, ws *workspace) (err error) {
 		out, err = e.parameters(ctx, ws)
 		return err
 	})
@@ -66,14 +66,14 @@ func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announceme
 // LocalMatch evaluates discovery.
 func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
 	var out bool
-	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *Engine, ws *workspace) (err error) {
+	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *engine, ws *workspace) (err error) {
 		out, err = e.match(ctx, ws)
 		return err
 	})
 	return out, err
 }
 
-func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engine, *workspace) error) error {
+func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engine, *workspace) error) error {
 	opts := DefaultOptions()
 	opts.Plugin, opts.Limits, opts.Exec, opts.Logger = req.Plugin, req.Limits, req.Exec, req.Logger
 	if err := opts.Validate(); err != nil {
@@ -103,7 +103,7 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*Engi
 		appRel = "."
 	}
 	env := append(append([]string{}, req.BaseEnv...), command.LogEnv(req.LogLevel, req.LogFormat)...)
-	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, NewMetrics())
+	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, newMetrics())
 	e.runner.Report = req.OnCommand
 	f, err := os.Open(tgz.Path)
 	if err != nil {

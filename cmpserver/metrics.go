@@ -16,9 +16,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-// Metrics are the server's Prometheus collectors, on a private registry so that
+// metrics are the server's Prometheus collectors, on a private registry so that
 // tests and embedders never collide with the global one.
-type Metrics struct {
+type metrics struct {
 	Registry        *prometheus.Registry
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
@@ -30,10 +30,10 @@ type Metrics struct {
 	configInfo      *prometheus.GaugeVec
 }
 
-// NewMetrics registers every cmp_server_ metric on a new registry.
-func NewMetrics() *Metrics {
+// newMetrics registers every cmp_server_ metric on a new registry.
+func newMetrics() *metrics {
 	buckets := []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
-	m := &Metrics{
+	m := &metrics{
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cmp_server_requests_total",
@@ -81,29 +81,29 @@ func NewMetrics() *Metrics {
 }
 
 // configLoaded points cmp_server_config_info at the configuration in use.
-func (m *Metrics) configLoaded(hash string) {
+func (m *metrics) configLoaded(hash string) {
 	m.configInfo.Reset()
 	if hash != "" {
 		m.configInfo.WithLabelValues(hash).Set(1)
 	}
 }
 
-func (m *Metrics) CommandDone(phase, code string, d time.Duration) {
+func (m *metrics) CommandDone(phase, code string, d time.Duration) {
 	m.commandDuration.WithLabelValues(phase).Observe(d.Seconds())
 	m.commandExits.WithLabelValues(phase, code).Inc()
 }
 
-func (m *Metrics) received(rpc string, n int64) {
+func (m *metrics) received(rpc string, n int64) {
 	m.receivedBytes.WithLabelValues(rpc).Add(float64(n))
 }
 
-func (m *Metrics) observe(method string, start time.Time, err error) {
+func (m *metrics) observe(method string, start time.Time, err error) {
 	rpc := path.Base(method)
 	m.requests.WithLabelValues(rpc, status.Code(err).String()).Inc()
 	m.requestDuration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
 }
 
-func (m *Metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	m.inFlight.Inc()
 	defer m.inFlight.Dec()
 	start := time.Now()
@@ -112,7 +112,7 @@ func (m *Metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 	return resp, err
 }
 
-func (m *Metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (m *metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	m.inFlight.Inc()
 	defer m.inFlight.Dec()
 	start := time.Now()
@@ -123,7 +123,7 @@ func (m *Metrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.St
 
 // httpHandler serves /healthz (the process is alive), /readyz (the socket is
 // being served and not draining) and /metrics.
-func (m *Metrics) httpHandler(ready *atomic.Bool) http.Handler {
+func (m *metrics) httpHandler(ready *atomic.Bool) http.Handler {
 	return serving.MetricsRouter(m.Registry, func() error {
 		if !ready.Load() {
 			return errors.New("the socket is not served (starting or draining)")

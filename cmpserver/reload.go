@@ -26,7 +26,7 @@ import (
 // immutable once installed.
 type loaded struct {
 	plugin *pluginconfig.Plugin
-	engine *Engine
+	engine *engine
 	// hash is the sha256 of the plugin.yaml bytes, "" for a configuration
 	// given in Options.Plugin.
 	hash string

@@ -94,7 +94,7 @@ func sum(s string) string {
 
 // metricValue reads one sample from the server's registry; labels are
 // name=value pairs.
-func metricValue(t *testing.T, m *Metrics, name string, labels ...string) float64 {
+func metricValue(t *testing.T, m *metrics, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := m.Registry.Gather()
 	if err != nil {
@@ -140,7 +140,7 @@ func TestConfigReloadKubeletSwap(t *testing.T) {
 	if got := generated(t, ts.socket, root); got != "first" {
 		t.Fatalf("generated %q", got)
 	}
-	if v := metricValue(t, ts.srv.Metrics(), "cmp_server_config_info", "hash="+sum(first)); v != 1 {
+	if v := metricValue(t, ts.srv.metricSet(), "cmp_server_config_info", "hash="+sum(first)); v != 1 {
 		t.Errorf("cmp_server_config_info{hash=first} = %v", v)
 	}
 	if err := servingtest.WriteProjected(dir, map[string][]byte{"plugin.yaml": []byte(second)}); err != nil {
@@ -150,7 +150,7 @@ func TestConfigReloadKubeletSwap(t *testing.T) {
 	if got := generated(t, ts.socket, root); got != "second" {
 		t.Errorf("after the swap generated %q, want second", got)
 	}
-	m := ts.srv.Metrics()
+	m := ts.srv.metricSet()
 	if v := metricValue(t, m, "cmp_server_config_reloads_total", "result=success"); v != 1 {
 		t.Errorf("reloads{success} = %v", v)
 	}
@@ -199,7 +199,7 @@ func TestInvalidConfigKeepsServing(t *testing.T) {
 	if err := servingtest.WriteProjected(dir, map[string][]byte{"plugin.yaml": []byte(bad)}); err != nil {
 		t.Fatal(err)
 	}
-	m := ts.srv.Metrics()
+	m := ts.srv.metricSet()
 	waitFor(t, "the failure", func() bool { return metricValue(t, m, "cmp_server_config_reloads_total", "result=failure") == 1 })
 	if got := generated(t, ts.socket, root); got != "first" {
 		t.Errorf("after a bad file generated %q, want first", got)
@@ -256,7 +256,7 @@ func TestInFlightRequestKeepsItsConfig(t *testing.T) {
 		inflight <- name
 	}()
 	waitFor(t, "the request to start", func() bool {
-		return metricValue(t, ts.srv.Metrics(), "cmp_server_requests_in_flight") == 1
+		return metricValue(t, ts.srv.metricSet(), "cmp_server_requests_in_flight") == 1
 	})
 	second := pluginSaying("p", "v2", "second", 0)
 	if err := servingtest.WriteProjected(dir, map[string][]byte{"plugin.yaml": []byte(second)}); err != nil {

@@ -22,7 +22,7 @@ import (
 //	end       the lease released, the request dir removed (always called
 //	          once begin succeeded)
 type request struct {
-	eng     *Engine
+	eng     *engine
 	extract bool   // the repository is unpacked (not for a match without discovery)
 	trees   *trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
 	limits  Limits

@@ -152,7 +152,7 @@ const DefaultMaxConcurrentStreams = 64
 type Server struct {
 	opts    Options
 	log     *zap.Logger
-	metrics *Metrics
+	metrics *metrics
 	// current is the configuration new requests take; a request keeps the one
 	// it took until it ends (reload.go).
 	current atomic.Pointer[loaded]
@@ -210,7 +210,7 @@ func New(opts Options) (*Server, error) {
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: NewMetrics(), trees: newTrees()}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: newTrees()}
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
@@ -254,8 +254,8 @@ func (s *Server) MetricsAddr() string {
 	return ""
 }
 
-// Metrics exposes the server's registry (for tests and embedders).
-func (s *Server) Metrics() *Metrics { return s.metrics }
+// metricSet is the server's collectors (for tests).
+func (s *Server) metricSet() *metrics { return s.metrics }
 
 // Serve listens on the socket until ctx is done, then stops accepting, lets
 // in-flight requests finish within ShutdownGrace, removes the socket and returns

@@ -45,16 +45,16 @@ type Options struct {
 	MaxStderrBytes int64
 }
 
-// DefaultMaxStdoutBytes fits the sidecar's default memory limit (the chart's
+// defaultMaxStdoutBytes fits the sidecar's default memory limit (the chart's
 // 512Mi): the server peaks at about twice the output plus ~15 MiB (the response
 // is held once, plus what the garbage collector has not freed yet), which leaves
 // room for the plugin's own processes and a second large request.
-const DefaultMaxStdoutBytes = 64 << 20
+const defaultMaxStdoutBytes = 64 << 20
 
 // DefaultOptions are the serve defaults.
 func DefaultOptions() Options {
 	return Options{Timeout: 90 * time.Second, DeadlineBuffer: 100 * time.Millisecond, KillGrace: 5 * time.Second,
-		OutputGrace: time.Second, MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: 64 << 10}
+		OutputGrace: time.Second, MaxStdoutBytes: defaultMaxStdoutBytes, MaxStderrBytes: 64 << 10}
 }
 
 // Observer is told how long each command took and how it ended (the
