@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -346,26 +347,33 @@ func argoSidecarPatch(image string) string {
 // then reported Ready, as the kubelet would once its probes pass.
 func argoRelease(t *testing.T, i int, rel harness.ArgoRelease, gen int64, repoURL, commit string) {
 	t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-		c := env.cp.Client()
 		r := waitRollout(t, gen, 1)
 		pod := &r.Pods[0]
 		if got := pod.Spec.Containers[0].Image; got != rel.Image() {
 			t.Fatalf("pod runs %s, want %s", got, rel.Image())
 		}
-		start := time.Now()
-		rs, err := harness.BootRepoServer(c, pod, rel, env.bins["cmp-server"],
-			filepath.Join(env.root, "a"+strconv.Itoa(i)), env.logFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Stop()
-		t.Logf("pod %s booted (copyutil, copy, %d containers running, repo-server healthy) in %s",
-			pod.Name, len(rs.Pod.Processes()), time.Since(start).Round(time.Millisecond))
-		if err := c.ReportReady(chainNS, pod.Name); err != nil {
-			t.Fatal(err)
-		}
-		argoCases(t, rs, rel, repoURL, commit)
+		bootAndRunArgoCases(t, pod, rel, "a"+strconv.Itoa(i), repoURL, commit)
 	})
+}
+
+// bootAndRunArgoCases boots pod (a stored, injected repo-server pod) with
+// release rel's repo-server under env.root/dir, reports it Ready, as the
+// kubelet would once its probes pass, and runs the Argo CD cases through it.
+func bootAndRunArgoCases(t *testing.T, pod *corev1.Pod, rel harness.ArgoRelease, dir, repoURL, commit string) {
+	t.Helper()
+	c := env.cp.Client()
+	start := time.Now()
+	rs, err := harness.BootRepoServer(c, pod, rel, env.bins["cmp-server"], filepath.Join(env.root, dir), env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Stop()
+	t.Logf("pod %s booted (copyutil, copy, %d containers running, repo-server healthy) in %s",
+		pod.Name, len(rs.Pod.Processes()), time.Since(start).Round(time.Millisecond))
+	if err := c.ReportReady(chainNS, pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	argoCases(t, rs, rel, repoURL, commit)
 }
 
 // waitPlainRollout waits for the first pod of the unlabelled Deployment:
@@ -442,19 +450,7 @@ func argoHelmRelease(t *testing.T, rel harness.ArgoRelease, repoURL, commit stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		pod := &r.Pods[0]
-		start := time.Now()
-		rs, err := harness.BootRepoServer(c, pod, rel, env.bins["cmp-server"], filepath.Join(env.root, "argo-helm"), env.logFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Stop()
-		t.Logf("argo-helm pod %s booted (%d containers running, repo-server healthy) in %s",
-			pod.Name, len(rs.Pod.Processes()), time.Since(start).Round(time.Millisecond))
-		if err := c.ReportReady(chainNS, pod.Name); err != nil {
-			t.Fatal(err)
-		}
-		argoCases(t, rs, rel, repoURL, commit)
+		bootAndRunArgoCases(t, &r.Pods[0], rel, "argo-helm", repoURL, commit)
 	})
 }
 

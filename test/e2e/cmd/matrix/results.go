@@ -35,7 +35,7 @@ type Results struct {
 type Row struct {
 	Version      string     `json:"version"`
 	Commit       string     `json:"commit"` // the tree this row ran (a resumed run can span commits)
-	Build        string     `json:"build"` // "ok", "cached" or "failed"
+	Build        string     `json:"build"`  // "ok", "cached" or "failed"
 	BuildReason  string     `json:"buildReason,omitempty"`
 	BuildSeconds float64    `json:"buildSeconds"`
 	Scenarios    []Scenario `json:"scenarios,omitempty"`
