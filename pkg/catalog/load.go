@@ -99,6 +99,7 @@ func build(p *problems, f *catalogFile) *Catalog {
 		}
 	}
 	validateSockets(p, c.Plugins, names)
+	validatePodVolumeNames(p, f.Plugins, names)
 	validateNamespaces(p, f.Namespaces, f.Plugins, names)
 	return c
 }

@@ -131,12 +131,49 @@ type Plugin struct {
 	Image           string            `json:"image"`
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 	// AllowedImages are path.Match patterns a pod's image override must match.
-	AllowedImages []string                     `json:"allowedImages,omitempty"`
-	Env           []corev1.EnvVar              `json:"env,omitempty"`
-	Resources     *corev1.ResourceRequirements `json:"resources,omitempty"`
+	AllowedImages []string        `json:"allowedImages,omitempty"`
+	Env           []corev1.EnvVar `json:"env,omitempty"`
+	// EnvFrom are Secrets and ConfigMaps (by name, in the pod's namespace)
+	// whose keys become the sidecar's env; the injector never reads them.
+	EnvFrom   []corev1.EnvFromSource       `json:"envFrom,omitempty"`
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// TmpSizeLimit replaces defaults.tmpSizeLimit for this plugin's /tmp.
 	TmpSizeLimit *resource.Quantity `json:"tmpSizeLimit,omitempty"`
-	Config       ConfigSource       `json:"config"`
+	// Volumes are mounted in this plugin's sidecar only.
+	Volumes []Volume `json:"volumes,omitempty"`
+	// Home, when set, gives the sidecar a writable HOME (an emptyDir).
+	Home   *Home        `json:"home,omitempty"`
+	Config ConfigSource `json:"config"`
+}
+
+// Volume is one volume of a plugin's sidecar: where it is mounted and
+// exactly one source. Secret, ConfigMap and Projected are inputs and always
+// mounted read-only; only an EmptyDir follows ReadOnly.
+type Volume struct {
+	// Name is unique within the plugin; the pod volume is
+	// keys.PluginVolumeName(plugin, Name).
+	Name      string `json:"name"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+
+	Secret    *corev1.SecretVolumeSource    `json:"secret,omitempty"`
+	ConfigMap *corev1.ConfigMapVolumeSource `json:"configMap,omitempty"`
+	// Projected may combine secret, configMap and serviceAccountToken
+	// sources; a token must name its audience.
+	Projected *corev1.ProjectedVolumeSource `json:"projected,omitempty"`
+	// EmptyDir must carry a sizeLimit.
+	EmptyDir *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+}
+
+// IsInput reports whether v carries data into the sidecar (anything but an
+// emptyDir): such a volume is mounted read-only whatever ReadOnly says.
+func (v *Volume) IsInput() bool { return v.EmptyDir == nil }
+
+// Home is a writable HOME for tools that keep caches and settings there
+// (helm, kubectl, vals), bounded so a runaway cache evicts the pod instead of
+// filling the node's disk.
+type Home struct {
+	SizeLimit *resource.Quantity `json:"sizeLimit"`
 }
 
 // ConfigSource says where the sidecar finds plugin.yaml; exactly one field is set.

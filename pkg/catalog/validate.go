@@ -142,11 +142,9 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 			p.addf(fmt.Sprintf("%s.allowedImages[%d]", field, i), "%v", err)
 		}
 	}
-	for i, e := range pl.Env {
-		if errs := validation.IsEnvVarName(e.Name); len(errs) > 0 {
-			p.addf(fmt.Sprintf("%s.env[%d].name", field, i), "invalid name %q: %s", e.Name, strings.Join(errs, ", "))
-		}
-	}
+	validateEnv(p, field, pl)
+	validateVolumes(p, name, pl.Volumes)
+	validateHome(p, field+".home", pl.Home)
 	validateConfigSource(p, field+".config", &pl.Config)
 }
 

@@ -51,7 +51,7 @@ func copyContainer(c *catalog.Catalog, uid int64) corev1.Container {
 		ImagePullPolicy: c.Defaults.CopyImagePullPolicy,
 		Command:         []string{keys.CopyServerBinary, "copy", keys.PluginServerPath},
 		Resources:       *c.Defaults.Resources.DeepCopy(),
-		VolumeMounts:    []corev1.VolumeMount{{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath}, noTokenMount()},
 		SecurityContext: restricted(uid),
 	}
 }
@@ -75,13 +75,15 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 			Name: keys.ConfigVolumeName(e.Name), MountPath: keys.PluginConfigDir, ReadOnly: true,
 		})
 	}
+	mounts = append(mounts, extraMounts(e)...)
 	ctr := corev1.Container{
 		Name:            keys.SidecarName(e.Name),
 		Image:           image,
 		ImagePullPolicy: e.ImagePullPolicy,
 		Command:         []string{keys.PluginServerPath},
 		Args:            []string{serveCommand},
-		Env:             append([]corev1.EnvVar(nil), e.Env...),
+		Env:             sidecarEnv(e),
+		EnvFrom:         sidecarEnvFrom(e),
 		Resources:       c.ResourcesFor(e),
 		VolumeMounts:    mounts,
 		SecurityContext: restricted(uid),
@@ -105,8 +107,8 @@ func startupProbe() *corev1.Probe {
 	}
 }
 
-// pluginVolumes are the volumes one plugin owns: its /tmp and, unless the image
-// bakes it, its config.
+// pluginVolumes are the volumes one plugin owns: its /tmp, unless the image
+// bakes it its config, then its home and catalog volumes.
 func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
 	vols := []corev1.Volume{{
 		Name:         keys.TmpVolumeName(e.Name),
@@ -133,7 +135,7 @@ func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
 			}},
 		})
 	}
-	return vols
+	return append(vols, extraVolumes(e)...)
 }
 
 func emptyDir(name string) corev1.Volume {

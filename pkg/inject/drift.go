@@ -231,6 +231,9 @@ func compareContainer(have *corev1.Container, want corev1.Container) []container
 	if !equality.Semantic.DeepEqual(normalEnv(have.Env), normalEnv(want.Env)) {
 		out = append(out, containerDiff{StaleEnv, fmt.Sprintf("env %s, the catalog says %s", envNames(have.Env), envNames(want.Env))})
 	}
+	if (len(have.EnvFrom) > 0 || len(want.EnvFrom) > 0) && !equality.Semantic.DeepEqual(have.EnvFrom, want.EnvFrom) {
+		out = append(out, containerDiff{StaleEnv, "envFrom differs from the catalog's"})
+	}
 	if !equality.Semantic.DeepEqual(have.SecurityContext, want.SecurityContext) {
 		out = append(out, containerDiff{StaleSecurityContext, "securityContext differs from the catalog's (runAsUser " + uidText(have.SecurityContext) + ", the catalog says " + uidText(want.SecurityContext) + ")"})
 	}

@@ -149,7 +149,7 @@ func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.E
 	}
 	var problems []Problem
 	want := []string{keys.CopyInitContainer}
-	var wantVols []string
+	wantVols := []string{keys.NoTokenVolume}
 	for _, e := range entries {
 		want = append(want, keys.SidecarName(e.Name))
 		for _, v := range pluginVolumes(cat, e) {
@@ -200,6 +200,8 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: n}, v))
 		}
 	}
+	vols = append(vols, emptyDir(keys.NoTokenVolume))
+	volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: keys.NoTokenVolume}, vols[len(vols)-1]))
 	for _, e := range p.entries {
 		for _, v := range pluginVolumes(cat, e) {
 			vols = append(vols, v)

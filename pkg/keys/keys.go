@@ -151,7 +151,7 @@ const (
 	configVolumeSuffix = "-config"
 	// MaxPluginNameLen is the longest plugin name whose derived names all
 	// fit in a DNS-1123 label.
-	MaxPluginNameLen = maxDNSLabel - len(SidecarPrefix) - max(len(tmpVolumeSuffix), len(configVolumeSuffix))
+	MaxPluginNameLen = maxDNSLabel - len(SidecarPrefix) - max(len(tmpVolumeSuffix), len(configVolumeSuffix), len(homeVolumeSuffix))
 
 	maxDNSLabel = 63
 )
@@ -168,8 +168,47 @@ func ConfigVolumeName(plugin string) string { return SidecarPrefix + plugin + co
 // DerivedNames are every name derived from plugin, for checks that must
 // cover them all.
 func DerivedNames(plugin string) []string {
-	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin)}
+	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin), HomeVolumeName(plugin)}
 }
+
+// homeVolumeSuffix ends the name of a sidecar's writable HOME volume;
+// pluginVolumeInfix joins a plugin's name and one of its catalog volumes'.
+const (
+	homeVolumeSuffix  = "-home"
+	pluginVolumeInfix = "-v-"
+)
+
+// HomeVolumeName is the name of plugin's writable HOME (the catalog's home).
+func HomeVolumeName(plugin string) string { return SidecarPrefix + plugin + homeVolumeSuffix }
+
+// PluginVolumeName is the pod volume carrying the catalog volume vol of
+// plugin: prefixed and joined so that it names neither a volume of the pod's
+// own (those never start with the sidecar prefix unless they clash, which the
+// injector refuses) nor the tmp, config or home volume of any plugin. It must
+// be a DNS-1123 label, which bounds len(plugin)+len(vol); the catalog checks.
+func PluginVolumeName(plugin, vol string) string {
+	return SidecarPrefix + plugin + pluginVolumeInfix + vol
+}
+
+// Paths the injector gives a sidecar besides its /tmp and config.
+const (
+	// PluginHomeDir is a sidecar's HOME when the catalog gives it a
+	// writable one; XDG_CACHE_HOME, XDG_CONFIG_HOME and XDG_DATA_HOME point
+	// inside it.
+	PluginHomeDir = "/home/cmp-plugin"
+	// ServiceAccountTokenDir is where Kubernetes mounts the pod's default
+	// service-account token into every container that mounts nothing there.
+	ServiceAccountTokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// NoTokenVolume is the empty volume the injector mounts at
+	// ServiceAccountTokenDir in each container it adds, so that the
+	// repo-server's default token never reaches a plugin.
+	NoTokenVolume = "cmp-injector-no-token"
+	// EnvHome and the XDG variables point a plugin's tools at its HOME.
+	EnvHome          = "HOME"
+	EnvXDGCacheHome  = "XDG_CACHE_HOME"
+	EnvXDGConfigHome = "XDG_CONFIG_HOME"
+	EnvXDGDataHome   = "XDG_DATA_HOME"
+)
 
 // SocketFile is the socket file a plugin server creates in PluginSocketDir,
 // <name>[-<version>].sock (Argo CD's plugin.yaml metadata.name and

@@ -1,0 +1,103 @@
+package inject
+
+import (
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+)
+
+// What the catalog's envFrom, volumes and home build into a plugin's sidecar,
+// and the empty mount that keeps the repo-server's service-account token out
+// of every container the injector adds.
+
+// homeEnv points a plugin's HOME and XDG directories into its writable home;
+// it comes before the catalog's env so that env can refer to $(HOME).
+func homeEnv(e *catalog.Entry) []corev1.EnvVar {
+	if e.Home == nil {
+		return nil
+	}
+	return []corev1.EnvVar{
+		{Name: keys.EnvHome, Value: keys.PluginHomeDir},
+		{Name: keys.EnvXDGCacheHome, Value: path.Join(keys.PluginHomeDir, ".cache")},
+		{Name: keys.EnvXDGConfigHome, Value: path.Join(keys.PluginHomeDir, ".config")},
+		{Name: keys.EnvXDGDataHome, Value: path.Join(keys.PluginHomeDir, ".local", "share")},
+	}
+}
+
+// sidecarEnv is the sidecar's env: its home's, then the catalog's as written
+// (valueFrom references included: the kubelet resolves them, not us).
+func sidecarEnv(e *catalog.Entry) []corev1.EnvVar {
+	env := homeEnv(e)
+	for _, v := range e.Env {
+		env = append(env, *v.DeepCopy())
+	}
+	return env
+}
+
+// sidecarEnvFrom copies the catalog's Secret and ConfigMap references.
+func sidecarEnvFrom(e *catalog.Entry) []corev1.EnvFromSource {
+	var out []corev1.EnvFromSource
+	for _, ef := range e.EnvFrom {
+		out = append(out, *ef.DeepCopy())
+	}
+	return out
+}
+
+// extraMounts are the sidecar's home, its catalog volumes (inputs always
+// read-only: a plugin must not rewrite the key or token it was given, and
+// Kubernetes ignores writes to them anyway after the next sync), and the
+// token shadow unless a catalog volume is mounted at the token directory.
+func extraMounts(e *catalog.Entry) []corev1.VolumeMount {
+	var mounts []corev1.VolumeMount
+	if e.Home != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: keys.HomeVolumeName(e.Name), MountPath: keys.PluginHomeDir})
+	}
+	tokenDir := false
+	for i := range e.Volumes {
+		v := &e.Volumes[i]
+		mounts = append(mounts, corev1.VolumeMount{
+			Name: keys.PluginVolumeName(e.Name, v.Name), MountPath: v.MountPath, ReadOnly: v.ReadOnly || v.IsInput(),
+		})
+		tokenDir = tokenDir || v.MountPath == keys.ServiceAccountTokenDir
+	}
+	if !tokenDir {
+		mounts = append(mounts, noTokenMount())
+	}
+	return mounts
+}
+
+// noTokenMount covers the directory where Kubernetes' ServiceAccount admission
+// (re-run after the webhook mutates the pod) would mount the pod's default
+// token into every container that mounts nothing there. The repo-server's
+// token may read the cluster's Secrets with Argo CD's RBAC; a plugin runs
+// commands from repositories and must not hold it. A plugin that needs a
+// token gets one from a catalog projected volume, for its own audience.
+func noTokenMount() corev1.VolumeMount {
+	return corev1.VolumeMount{Name: keys.NoTokenVolume, MountPath: keys.ServiceAccountTokenDir, ReadOnly: true}
+}
+
+// extraVolumes are the pod volumes of a plugin's home and catalog volumes.
+func extraVolumes(e *catalog.Entry) []corev1.Volume {
+	var vols []corev1.Volume
+	if e.Home != nil {
+		limit := e.Home.SizeLimit.DeepCopy()
+		vols = append(vols, corev1.Volume{
+			Name:         keys.HomeVolumeName(e.Name),
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}},
+		})
+	}
+	for i := range e.Volumes {
+		v := &e.Volumes[i]
+		src := corev1.VolumeSource{
+			Secret:    v.Secret.DeepCopy(),
+			ConfigMap: v.ConfigMap.DeepCopy(),
+			Projected: v.Projected.DeepCopy(),
+			EmptyDir:  v.EmptyDir.DeepCopy(),
+		}
+		vols = append(vols, corev1.Volume{Name: keys.PluginVolumeName(e.Name, v.Name), VolumeSource: src})
+	}
+	return vols
+}
