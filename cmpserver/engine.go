@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -23,7 +24,7 @@ import (
 // a sidecar.
 type engine struct {
 	plugin  *pluginconfig.Plugin
-	limits  Limits
+	limits  unpack.Limits
 	workDir string
 	runner  *command.Runner
 	// env is what every command starts from: the server's env (Options.Env)
@@ -34,7 +35,7 @@ type engine struct {
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *metrics) *engine {
+func newEngine(p *pluginconfig.Plugin, limits unpack.Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *metrics) *engine {
 	e := &engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, m), env: env, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
@@ -89,24 +90,24 @@ func (e *engine) cleanup(ws *workspace) {
 	}
 }
 
-// unpackTo is where a request's tarball goes: into the request dir itself, as
+// unpack.Target is where a request's tarball goes: into the request dir itself, as
 // Argo CD does, spooled beside it in the work dir.
-func (e *engine) unpackTo(dir string) *unpackTo {
-	return &unpackTo{dir: dir, spoolDir: e.workDir, limits: e.limits, preserveMode: e.plugin.Spec.PreserveFileMode}
+func (e *engine) unpackTo(dir string) *unpack.Target {
+	return &unpack.Target{Dir: dir, SpoolDir: e.workDir, Limits: e.limits, PreserveMode: e.plugin.Spec.PreserveFileMode}
 }
 
 // workspace resolves the app dir and command env of a received repository
 // whose request dir is dir and whose tree is root (unpacked when unpacked is
 // set): dir itself, or a tree shared between requests (trees.go).
-func (e *engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) (*workspace, error) {
+func (e *engine) workspace(dir, root string, repo *unpack.Repo, unpacked bool) (*workspace, error) {
 	ws := &workspace{dir: dir, root: root}
-	env, err := command.Env(e.env, repo.meta.GetEnv())
+	env, err := command.Env(e.env, repo.Meta.GetEnv())
 	if err != nil {
 		return nil, err
 	}
 	ws.env = env
-	ws.appDir = filepath.Clean(filepath.Join(ws.root, repo.meta.GetAppRelPath()))
-	if !inside(ws.root, ws.appDir) {
+	ws.appDir = filepath.Clean(filepath.Join(ws.root, repo.Meta.GetAppRelPath()))
+	if !unpack.Inside(ws.root, ws.appDir) {
 		return nil, fmt.Errorf("illegal appPath: out of workDir bound")
 	}
 	if !unpacked {
@@ -114,7 +115,7 @@ func (e *engine) workspace(dir, root string, repo *receivedRepo, unpacked bool) 
 	}
 	fi, err := os.Stat(ws.appDir)
 	if err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("app path %q is not a directory in the repository", repo.meta.GetAppRelPath())
+		return nil, fmt.Errorf("app path %q is not a directory in the repository", repo.Meta.GetAppRelPath())
 	}
 	return ws, nil
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/mattn/go-zglob"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
 // errGlobOutside is returned for a pattern that reaches outside the repository.
@@ -25,7 +27,7 @@ var errGlobOutside = errors.New("pattern leaves the repository")
 // A pattern without wildcards that names nothing fails, as in Argo CD.
 func globAny(root, dir, pattern string) (bool, error) {
 	abs := filepath.Join(dir, pattern)
-	if !inside(root, abs) {
+	if !unpack.Inside(root, abs) {
 		return false, fmt.Errorf("%q: %w", pattern, errGlobOutside)
 	}
 	matches, err := zglob.Glob(abs)
@@ -36,7 +38,7 @@ func globAny(root, dir, pattern string) (bool, error) {
 		return false, fmt.Errorf("error finding glob match for pattern %q: %w", abs, err)
 	}
 	for _, m := range matches {
-		if inside(root, m) {
+		if unpack.Inside(root, m) {
 			return true, nil
 		}
 	}
@@ -47,7 +49,7 @@ func globAny(root, dir, pattern string) (bool, error) {
 // the app dir, where "**" means the same as "*".
 func fileNameMatches(root, dir, pattern string) (bool, error) {
 	abs := filepath.Join(dir, pattern)
-	if !inside(root, abs) {
+	if !unpack.Inside(root, abs) {
 		return false, fmt.Errorf("%q: %w", pattern, errGlobOutside)
 	}
 	matches, err := filepath.Glob(abs)

@@ -1,9 +1,6 @@
 package cmpserver
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
@@ -135,47 +133,15 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// tarEntry is one raw entry of a crafted tarball.
-type tarEntry struct {
-	hdr  tar.Header
-	body string
-}
+// The crafted tarballs of the tests (unpack/tartest).
+type tarEntry = tartest.Entry
 
-func file(name, body string) tarEntry {
-	return tarEntry{hdr: tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))}, body: body}
-}
-
-func dir(name string) tarEntry {
-	return tarEntry{hdr: tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755}}
-}
-
-func symlink(name, target string) tarEntry {
-	return tarEntry{hdr: tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}}
-}
-
-// craftTgz builds a gzip-compressed tar of entries, exactly as given.
-func craftTgz(t testing.TB, entries ...tarEntry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for _, e := range entries {
-		hdr := e.hdr
-		if err := tw.WriteHeader(&hdr); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(e.body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+var (
+	file     = tartest.File
+	dir      = tartest.Dir
+	symlink  = tartest.Symlink
+	craftTgz = tartest.Tgz
+)
 
 func checksum(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -223,8 +189,4 @@ func wantErr(t testing.TB, err error, substr string) {
 	if !strings.Contains(err.Error(), substr) {
 		t.Fatalf("error %q does not contain %q", err, substr)
 	}
-}
-
-func tarHeaderMode(name string, mode int64, size int64) tar.Header {
-	return tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: size}
 }

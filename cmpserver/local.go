@@ -12,6 +12,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -28,9 +29,9 @@ type LocalRequest struct {
 	// BaseEnv is the environment every command starts from (a sidecar's
 	// own; cmp-server run gives its process's).
 	BaseEnv []string
-	// Limits and Exec: a zero field means none (DefaultLimits and
+	// unpack.Limits and Exec: a zero field means none (DefaultLimits and
 	// DefaultExecOptions are serve's).
-	Limits Limits
+	Limits unpack.Limits
 	Exec   command.Options
 	Logger *zap.Logger
 	// LogLevel and LogFormat are exported to the commands as a sidecar's server

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
 // request runs one repository stream through the plugin, in steps that each
@@ -23,9 +24,9 @@ import (
 //	          once begin succeeded)
 type request struct {
 	eng     *engine
-	extract bool   // the repository is unpacked (not for a match without discovery)
-	trees   *trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
-	limits  Limits
+	extract bool          // the repository is unpacked (not for a match without discovery)
+	trees   *unpack.Trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
+	limits  unpack.Limits
 	idle    time.Duration // --stream-idle-timeout; 0: none
 	log     *zap.Logger
 	// remove runs the request dir's removal (Server.removals: after the
@@ -33,8 +34,8 @@ type request struct {
 	remove func(func())
 
 	dir   string        // begin
-	lease *treeLease    // receive: the shared tree used; nil: the request dir
-	repo  *receivedRepo // receive
+	lease *unpack.Lease // receive: the shared tree used; nil: the request dir
+	repo  *unpack.Repo  // receive
 	ws    *workspace    // workspace
 }
 
@@ -47,27 +48,23 @@ func (r *request) begin() error {
 
 // receive reads the stream, unpacking it where target says. A fresh shared
 // tree is sealed and shared with later requests once complete (seal.go).
-func (r *request) receive(stream appStream) error {
-	rc := newReceiver(stream, r.limits, r.idle)
-	meta, err := rc.header()
+func (r *request) receive(stream unpack.Stream) error {
+	rc := unpack.NewReceiver(stream, r.limits, r.idle)
+	meta, err := rc.Header()
 	if err != nil {
 		return err
 	}
-	if r.repo, err = rc.body(meta, r.target(meta)); err != nil {
+	if r.repo, err = rc.Body(meta, r.target(meta)); err != nil {
 		return err
 	}
 	r.log = r.log.With(zap.String("app_rel_path", meta.GetAppRelPath()))
 	if r.trees != nil {
-		r.log = r.log.With(zap.Bool("shared_tree_reused", r.lease != nil && !r.lease.fresh))
+		r.log = r.log.With(zap.Bool("shared_tree_reused", r.lease != nil && !r.lease.Fresh()))
 	}
-	if r.lease != nil && r.lease.fresh {
-		sl, err := sealTree(r.lease.dir, r.dir)
-		if err != nil {
+	if r.lease != nil && r.lease.Fresh() {
+		if err := r.lease.Publish(r.dir, r.repo.Tgz); err != nil {
 			// The tree stays this request's, like a private one.
 			r.log.Warn("the unpacked tree cannot be sealed: not sharing it", zap.Error(err))
-			r.lease.tgz = r.repo.tgz
-		} else {
-			r.lease.publish(sl, r.repo.tgz)
 		}
 	}
 	return nil
@@ -76,24 +73,24 @@ func (r *request) receive(stream appStream) error {
 // target is where the body is unpacked: nowhere without extraction, the
 // request dir for a private tree, nowhere for a shared tree found ready (the
 // stream is only hashed), a new dir for a shared tree to unpack.
-func (r *request) target(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
+func (r *request) target(meta *pluginpb.ManifestRequestMetadata) *unpack.Target {
 	if !r.extract {
 		return nil
 	}
 	if r.trees == nil {
 		return r.eng.unpackTo(r.dir)
 	}
-	key := treeKey{checksum: meta.GetChecksum(), preserveMode: r.eng.plugin.Spec.PreserveFileMode}
-	l, err := r.trees.lease(key, r.eng.newRequestDir)
+	key := unpack.TreeKey{Checksum: meta.GetChecksum(), PreserveMode: r.eng.plugin.Spec.PreserveFileMode}
+	l, err := r.trees.Lease(key, r.eng.newRequestDir)
 	if err != nil {
 		return r.eng.unpackTo(r.dir)
 	}
 	r.lease = l
-	if !l.fresh {
+	if !l.Fresh() {
 		return nil
 	}
-	to := r.eng.unpackTo(l.dir)
-	to.readOnly, to.keep = true, true
+	to := r.eng.unpackTo(l.Dir())
+	to.ReadOnly, to.Keep = true, true
 	return to
 }
 
@@ -102,7 +99,7 @@ func (r *request) target(meta *pluginpb.ManifestRequestMetadata) *unpackTo {
 func (r *request) workspace() (*workspace, error) {
 	root := r.dir
 	if r.lease != nil {
-		root = r.lease.dir
+		root = r.lease.Dir()
 	}
 	ws, err := r.eng.workspace(r.dir, root, r.repo, r.extract)
 	r.ws = ws
@@ -113,16 +110,38 @@ func (r *request) workspace() (*workspace, error) {
 // the tree was not changed meanwhile (checkShared).
 func (r *request) run(ctx context.Context, fn func(context.Context, *workspace) error) error {
 	err := fn(ctx, r.ws)
-	if r.lease != nil && r.lease.shared() != nil {
-		err = r.checkShared(ctx, r.lease.shared(), err, fn)
+	if r.lease != nil && r.lease.Shared() {
+		err = r.checkShared(ctx, err, fn)
 	}
 	return err
+}
+
+// checkShared makes sure the answer of a request that ran on the shared tree
+// (fn's error err) was made from the tree as unpacked: a command may have
+// changed it meanwhile, this request's or a concurrent one's (unpack/seal.go).
+// If it was changed, the tree is dropped and fn runs again on a private copy
+// unpacked into the request dir from the tree's tarball.
+func (r *request) checkShared(ctx context.Context, err error, fn func(context.Context, *workspace) error) error {
+	changed := r.lease.Changed()
+	if changed == nil {
+		return err
+	}
+	r.log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
+		zap.NamedError("change", changed))
+	if err := r.lease.UnpackCopy(r.eng.unpackTo(r.dir)); err != nil {
+		return err
+	}
+	ws, err := r.eng.workspace(r.dir, r.dir, r.repo, true)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, ws)
 }
 
 // end releases the lease and removes the request dir.
 func (r *request) end() {
 	if r.lease != nil {
-		r.lease.release()
+		r.lease.Release()
 	}
 	dir := r.dir
 	r.remove(func() { r.eng.cleanup(&workspace{dir: dir}) })

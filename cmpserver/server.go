@@ -23,6 +23,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -46,7 +47,7 @@ type Options struct {
 	// passes its own: serve gives the process's (os.Environ), read at the
 	// edge and not in the engine.
 	Env    []string
-	Limits Limits
+	Limits unpack.Limits
 	Exec   command.Options
 	// MaxMsgSize is the gRPC message size limit in bytes (100 MiB).
 	MaxMsgSize int
@@ -83,7 +84,7 @@ type Options struct {
 // zero standing for a default and -1 for none.
 func DefaultOptions() Options {
 	return Options{
-		Limits:               DefaultLimits(),
+		Limits:               unpack.DefaultLimits(),
 		Exec:                 command.DefaultOptions(),
 		MaxMsgSize:           100 << 20,
 		KeepaliveMinTime:     10 * time.Second,
@@ -170,7 +171,7 @@ type Server struct {
 	// streams holds one token per streaming request in flight (nil: no cap).
 	streams chan struct{}
 	// trees are the shared trees of read-only plugins (trees.go).
-	trees *trees
+	trees *unpack.Trees
 	// removals remove request dirs after their responses (cleanup.go).
 	removals removals
 }
@@ -210,7 +211,7 @@ func New(opts Options) (*Server, error) {
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: newTrees()}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees()}
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
@@ -230,7 +231,7 @@ func New(opts Options) (*Server, error) {
 // resetWorkDir removes what earlier runs left and recreates the dir privately.
 func resetWorkDir(dir string) error {
 	// Shared trees are read-only (see trees.go).
-	makeWritable(dir)
+	unpack.MakeWritable(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("error cleaning work dir: %w", err)
 	}
@@ -327,7 +328,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		serveErr = nil
 	}
 	s.removals.finish()
-	s.trees.removeAll()
+	s.trees.RemoveAll()
 	return serveErr
 }
 

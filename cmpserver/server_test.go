@@ -19,6 +19,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
@@ -193,11 +194,11 @@ func TestHostileTarballs(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, discoveryPlugin, nil)
 	c := ts.dial(t)
-	fifo := tarEntry{hdr: tar0("fifo", '6')}
-	chr := tarEntry{hdr: tar0("tty", '3')}
-	blk := tarEntry{hdr: tar0("disk", '4')}
-	hard := tarEntry{hdr: tar0("hard", '1')}
-	hard.hdr.Linkname = "data.txt"
+	fifo := tarEntry{Hdr: tar0("fifo", '6')}
+	chr := tarEntry{Hdr: tar0("tty", '3')}
+	blk := tarEntry{Hdr: tar0("disk", '4')}
+	hard := tarEntry{Hdr: tar0("hard", '1')}
+	hard.Hdr.Linkname = "data.txt"
 	for _, tc := range []struct {
 		name    string
 		entries []tarEntry
@@ -246,7 +247,7 @@ func tar0(name string, typ byte) tar.Header {
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, discoveryPlugin, func(o *Options) {
-		o.Limits = Limits{MaxCompressedBytes: 4096, MaxExtractedBytes: 1000, MaxFiles: 10}
+		o.Limits = unpack.Limits{MaxCompressedBytes: 4096, MaxExtractedBytes: 1000, MaxFiles: 10}
 	})
 	c := ts.dial(t)
 	random := make([]byte, 8192)

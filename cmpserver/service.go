@@ -2,12 +2,8 @@ package cmpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
 // service implements plugin.ConfigManagementPluginService. Errors are plain Go
@@ -93,7 +90,7 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 // fn on it and removes the dir. The request runs on cfg, the configuration
 // current when it started, to its end. Logs carry a request id and the
 // configuration's hash, never env values.
-func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *workspace) error) error {
+func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *workspace) error) error {
 	ctx := stream.Context()
 	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
@@ -128,18 +125,18 @@ func (s *Server) withRepo(stream appStream, rpc string, extract bool, cfg *loade
 		// A status error keeps its code through the wrapping (status.FromError).
 		// A failed Recv is answered by gRPC itself, so the log is where its
 		// text is seen.
-		err = fmt.Errorf("%s: %w", receiveErrorPrefix(rpc), err)
+		err = fmt.Errorf("%s: %w", unpack.ErrorPrefix(rpc), err)
 		log.Warn("receive failed", zap.Error(err))
 		return err
 	}
-	s.metrics.received(rpc, rq.repo.size)
+	s.metrics.received(rpc, rq.repo.Size)
 	log = rq.log
 	if _, err := rq.workspace(); err != nil {
 		log.Warn("unpack failed", zap.Error(err))
 		return err
 	}
-	log.Debug("repository received", zap.Int64("compressed_bytes", rq.repo.size),
-		zap.String("env_names", command.EnvNames(rq.repo.meta.GetEnv())), zap.Duration("receive", time.Since(start)))
+	log.Debug("repository received", zap.Int64("compressed_bytes", rq.repo.Size),
+		zap.String("env_names", command.EnvNames(rq.repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
 	if err := rq.run(ctx, fn); err != nil {
 		err = deadlineStatus(ctx, err)
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
@@ -162,48 +159,4 @@ func deadlineStatus(ctx context.Context, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "%s (%s)", context.DeadlineExceeded, err)
 	}
 	return err
-}
-
-// checkShared makes sure the answer of a request that ran on the shared tree
-// tr (fn's error err) was made from the tree as unpacked: a command may have
-// changed it meanwhile, this request's or a concurrent one's (seal.go). If it
-// was changed, tr is dropped and fn runs again on a private copy unpacked into
-// the request dir from tr's tarball, whose checksum is verified again (the
-// unlinked file is reachable through /proc by the commands' UID).
-func (r *request) checkShared(ctx context.Context, tr *tree, err error, fn func(context.Context, *workspace) error) error {
-	changed := tr.seal.check(tr.dir)
-	if changed == nil {
-		return err
-	}
-	r.trees.drop(tr)
-	r.log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
-		zap.NamedError("change", changed))
-	if err := unpackCopy(tr, r.dir, r.eng.unpackTo(r.dir)); err != nil {
-		return err
-	}
-	ws, err := r.eng.workspace(r.dir, r.dir, r.repo, true)
-	if err != nil {
-		return err
-	}
-	return fn(ctx, ws)
-}
-
-// unpackCopy unpacks tr's tarball into dest as a private, writable tree.
-func unpackCopy(tr *tree, dest string, to *unpackTo) error {
-	if tr.tgz == nil {
-		return errors.New("the shared repository tree was changed and no copy of its tarball is left")
-	}
-	h := sha256.New()
-	r := io.TeeReader(io.NewSectionReader(tr.tgz, 0, math.MaxInt64), h)
-	if err := extractTgz(r, dest, to.limits, to.preserveMode); err != nil {
-		return err
-	}
-	// The extraction stops at the end of the tar; hash the rest too.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return fmt.Errorf("error reading repository tarball: %w", err)
-	}
-	if hex.EncodeToString(h.Sum(nil)) != tr.key.checksum {
-		return errors.New("file checksum validation error (the kept copy of the repository tarball was changed)")
-	}
-	return nil
 }

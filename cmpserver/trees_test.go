@@ -3,8 +3,6 @@ package cmpserver
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,44 +118,6 @@ func TestSharedTreeNeedsTheDeclaration(t *testing.T) {
 	}
 }
 
-// TestTreeCacheBounds: unused trees beyond maxTrees go, least recently used
-// first; trees in use stay.
-func TestTreeCacheBounds(t *testing.T) {
-	t.Parallel()
-	tr := newTrees()
-	base := t.TempDir()
-	var held []*tree
-	for i := range maxTrees + 2 {
-		dir, err := os.MkdirTemp(base, "tree-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, ok := tr.add(treeKey{checksum: string(rune('a' + i))}, dir, treeSeal{}, nil)
-		if !ok {
-			t.Fatal("add refused a new key")
-		}
-		held = append(held, x)
-	}
-	if _, ok := tr.add(treeKey{checksum: "a"}, base, treeSeal{}, nil); ok {
-		t.Error("a second tree for one key was accepted")
-	}
-	if len(tr.m) != maxTrees+2 {
-		t.Fatalf("%d trees, want all %d while in use", len(tr.m), maxTrees+2)
-	}
-	for _, x := range held {
-		tr.release(x)
-	}
-	if len(tr.m) != maxTrees {
-		t.Fatalf("%d trees after release, want %d", len(tr.m), maxTrees)
-	}
-	if _, err := os.Stat(held[0].dir); !os.IsNotExist(err) {
-		t.Errorf("the least recently used tree is still on disk: %v", err)
-	}
-	if tr.acquire(treeKey{checksum: "a"}) != nil || tr.acquire(treeKey{checksum: "f"}) == nil {
-		t.Error("wrong trees evicted")
-	}
-}
-
 // poisonPlugin shares its tree; with ARGOCD_ENV_POISON its command makes the
 // tree writable again and rewrites a file (what the read-only bits cannot stop,
 // since the command runs as the tree's owner), tells the test so and waits for
@@ -243,94 +203,5 @@ func TestSharedTreeTamperedByACommand(t *testing.T) {
 	// The later one ran on a fresh shared tree, not a private copy.
 	if n := logs.FilterMessageSnippet("shared repository tree was changed").Len(); n != 2 {
 		t.Errorf("the later request found a changed tree too (%d reports)", n)
-	}
-}
-
-// TestTreeSealSeesEveryChange: whatever the tree's owner does to an entry,
-// even restoring its mode, size and mtime afterwards, the seal no longer
-// matches; reading the tree leaves it matching.
-func TestTreeSealSeesEveryChange(t *testing.T) {
-	t.Parallel()
-	changes := map[string]func(root string) error{
-		"read only": func(root string) error {
-			_, err := os.ReadFile(root + "/d/f")
-			return err
-		},
-		"chmod and back": func(root string) error {
-			if err := os.Chmod(root+"/d/f", 0o644); err != nil {
-				return err
-			}
-			return os.Chmod(root+"/d/f", 0o444)
-		},
-		"same-size rewrite, mode and mtime restored": func(root string) error {
-			fi, err := os.Stat(root + "/d/f")
-			if err != nil {
-				return err
-			}
-			if err := os.Chmod(root+"/d/f", 0o644); err != nil {
-				return err
-			}
-			if err := os.WriteFile(root+"/d/f", []byte("EVIL"), 0o644); err != nil {
-				return err
-			}
-			if err := os.Chmod(root+"/d/f", 0o444); err != nil {
-				return err
-			}
-			return os.Chtimes(root+"/d/f", fi.ModTime(), fi.ModTime())
-		},
-		"new file": func(root string) error {
-			if err := os.Chmod(root+"/d", 0o755); err != nil {
-				return err
-			}
-			if err := os.WriteFile(root+"/d/g", nil, 0o444); err != nil {
-				return err
-			}
-			return os.Chmod(root+"/d", 0o555)
-		},
-		"hard link elsewhere": func(root string) error {
-			return os.Link(root+"/d/f", filepath.Dir(root)+"/"+filepath.Base(root)+"-link")
-		},
-		"tree replaced by a copy": func(root string) error {
-			if err := os.Rename(root, root+"-moved"); err != nil {
-				return err
-			}
-			return exec.Command("cp", "-a", root+"-moved", root).Run()
-		},
-	}
-	for name, change := range changes {
-		t.Run(name, func(t *testing.T) {
-			base := t.TempDir()
-			root := base + "/tree"
-			if err := os.MkdirAll(root+"/d", 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(root+"/d/f", []byte("good"), 0o444); err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range []string{root + "/d", root} {
-				if err := os.Chmod(d, 0o555); err != nil {
-					t.Fatal(err)
-				}
-			}
-			t.Cleanup(func() { makeWritable(base) })
-			sl, err := sealTree(root, base)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sl.check(root); err != nil {
-				t.Fatalf("freshly sealed: %v", err)
-			}
-			if err := change(root); err != nil {
-				t.Fatal(err)
-			}
-			err = sl.check(root)
-			if name == "read only" {
-				if err != nil {
-					t.Errorf("after reading: %v", err)
-				}
-			} else if err == nil {
-				t.Error("the change went unnoticed")
-			}
-		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -32,8 +33,8 @@ func execFlags(fs *flag.FlagSet, o *command.Options) {
 }
 
 // limitFlags registers the tarball limits shared by serve and run.
-func limitFlags(fs *flag.FlagSet, l *cmpserver.Limits) {
-	*l = cmpserver.DefaultLimits()
+func limitFlags(fs *flag.FlagSet, l *unpack.Limits) {
+	*l = unpack.DefaultLimits()
 	fs.Int64Var(&l.MaxCompressedBytes, "max-compressed-bytes", l.MaxCompressedBytes, "maximum size of a received .tar.gz (0 = no limit)")
 	fs.Int64Var(&l.MaxExtractedBytes, "max-extracted-bytes", l.MaxExtractedBytes, "maximum total size of the files in a tarball (0 = no limit)")
 	fs.IntVar(&l.MaxFiles, "max-files", l.MaxFiles, "maximum number of entries in a tarball (0 = no limit)")

@@ -24,6 +24,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
@@ -46,8 +47,8 @@ type Options struct {
 	App client.App
 	// Parameters are the Application parameters the page starts with.
 	Parameters []params.AppParameter
-	Exec       command.Options  // command.DefaultOptions() when zero
-	Limits     cmpserver.Limits // a zero field: no limit
+	Exec       command.Options // command.DefaultOptions() when zero
+	Limits     unpack.Limits   // a zero field: no limit
 	// Env is the environment commands start from, as a sidecar's server
 	// passes its own; nil: this process's.
 	Env []string

@@ -1,4 +1,4 @@
-package cmpserver
+package unpack
 
 import (
 	"context"
@@ -19,33 +19,33 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 )
 
-// appStream is the receiving side of the three client-streaming RPCs.
-type appStream interface {
+// Stream is the receiving side of the three client-streaming RPCs.
+type Stream interface {
 	Context() context.Context
 	Recv() (*pluginpb.AppStreamRequest, error)
 }
 
-// receivedRepo is a repository stream read to its end whose checksum matched,
+// Repo is a repository stream read to its end whose checksum matched,
 // unpacked into the request dir when that was asked for.
-type receivedRepo struct {
-	meta *pluginpb.ManifestRequestMetadata
-	size int64 // compressed bytes received
-	// tgz is the received tarball (size bytes, unlinked) when unpackTo.keep
+type Repo struct {
+	Meta *pluginpb.ManifestRequestMetadata
+	Size int64 // compressed bytes received
+	// Tgz is the received tarball (Size bytes, unlinked) when Target.Keep
 	// asked for it; the caller closes it.
-	tgz *os.File
+	Tgz *os.File
 }
 
-// unpackTo says where and how receiver.body unpacks the tarball; nil: only read
+// Target says where and how Receiver.Body unpacks the tarball; nil: only read
 // and verify the stream (MatchRepository without discovery).
-type unpackTo struct {
-	dir          string // the request dir, root of the unpacked tree
-	spoolDir     string // where the received tarball is spooled, outside dir
-	limits       Limits
-	preserveMode bool
-	readOnly     bool // see extractOptions.readOnly
-	// keep hands the spooled tarball to the caller (receivedRepo.tgz)
-	// instead of closing it: a shared tree keeps it (trees.go).
-	keep bool
+type Target struct {
+	Dir          string // the request dir, root of the unpacked tree
+	SpoolDir     string // where the received tarball is spooled, outside Dir
+	Limits       Limits
+	PreserveMode bool
+	ReadOnly     bool // see extractOptions.readOnly
+	// Keep hands the spooled tarball to the caller (Repo.Tgz) instead of
+	// closing it: a shared tree keeps it (trees.go).
+	Keep bool
 }
 
 // A repository stream is read in two phases, header then body, so that the
@@ -53,7 +53,7 @@ type unpackTo struct {
 // arrives. The body is spooled and unpacked while it arrives, so that
 // unpacking overlaps the transfer instead of following it (Argo CD's server
 // writes the whole tarball to a file first and unpacks it afterwards). The
-// tree is unpacked into to.dir, e.g. the request dir, which nothing uses until
+// tree is unpacked into to.Dir, e.g. the request dir, which nothing uses until
 // body has returned, that is until the checksum of the whole stream has
 // matched; on any error the caller removes the dir. Every extraction limit is
 // checked before the bytes it bounds are written, and what looks like a gzip
@@ -61,10 +61,10 @@ type unpackTo struct {
 // for idle (> 0) is ended. The error strings of Argo CD's server are kept where
 // they exist, since users search for them.
 
-// newReceiver reads stream with limits, ending it after idle (> 0) without
+// NewReceiver reads stream with limits, ending it after idle (> 0) without
 // a message.
-func newReceiver(stream appStream, limits Limits, idle time.Duration) *receiver {
-	r := &receiver{stream: stream, limits: limits, idle: idle}
+func NewReceiver(stream Stream, limits Limits, idle time.Duration) *Receiver {
+	r := &Receiver{stream: stream, limits: limits, idle: idle}
 	if idle > 0 {
 		r.watched = true
 		r.lastMsg.Store(time.Now().UnixNano())
@@ -72,15 +72,15 @@ func newReceiver(stream appStream, limits Limits, idle time.Duration) *receiver 
 	return r
 }
 
-// receiver reads one repository stream (header, body). With an idle bound, each phase runs
+// Receiver reads one repository stream (header, body). With an idle bound, each phase runs
 // on its own goroutine and the handler only watches it (watch): gRPC
 // cannot interrupt a server-side Recv (its context only ends with the client,
 // the client's deadline or the handler), and returning from the handler
 // cancels the stream, which ends that Recv and the goroutine with it. The
 // goroutine hashes and spools each chunk itself: handing every message to
 // the handler cost two goroutine switches per 1 KiB chunk.
-type receiver struct {
-	stream appStream
+type Receiver struct {
+	stream Stream
 	limits Limits
 	idle   time.Duration
 	// watched is set with an idle bound: the watcher (watch) reads lastMsg,
@@ -99,7 +99,7 @@ var errAbandoned = errors.New("the request ended while the stream was read")
 
 // errTgz heads what goes wrong while the tarball is received, as in Argo CD's
 // receiveFile; the caller puts the RPC's own words before it
-// (receiveErrorPrefix).
+// (ErrorPrefix).
 const errTgz = "error receiving tgz file"
 
 // unpackError words a failed extraction as Argo CD's Untgz failure, which
@@ -112,9 +112,9 @@ func unpackError(err error) error {
 	return fmt.Errorf("error decompressing tgz file: %w", err)
 }
 
-// receiveErrorPrefix is the words Argo CD's handler puts before an error of
+// ErrorPrefix is the words Argo CD's handler puts before an error of
 // the stream (its ReceiveRepoStream), by RPC.
-func receiveErrorPrefix(rpc string) string {
+func ErrorPrefix(rpc string) string {
 	switch rpc {
 	case "GenerateManifest":
 		return "generate manifest error receiving stream"
@@ -127,11 +127,11 @@ func receiveErrorPrefix(rpc string) string {
 }
 
 // header reads the stream's first message, its metadata.
-func (r *receiver) header() (*pluginpb.ManifestRequestMetadata, error) {
+func (r *Receiver) Header() (*pluginpb.ManifestRequestMetadata, error) {
 	if err := r.stream.Context().Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
 	}
-	repo, err := r.watch(func() (*receivedRepo, error) {
+	repo, err := r.watch(func() (*Repo, error) {
 		first, err := r.recv()
 		if err != nil {
 			return nil, fmt.Errorf("error receiving stream header: %w", err)
@@ -140,22 +140,22 @@ func (r *receiver) header() (*pluginpb.ManifestRequestMetadata, error) {
 		if meta == nil {
 			return nil, errors.New("error getting stream metadata: metadata is nil")
 		}
-		return &receivedRepo{meta: meta}, nil
+		return &Repo{Meta: meta}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return repo.meta, nil
+	return repo.Meta, nil
 }
 
 // body reads the tarball that follows meta to the end of the stream and
 // checks its checksum, unpacking it as it arrives as to says (nil: only read
 // and verify).
-func (r *receiver) body(meta *pluginpb.ManifestRequestMetadata, to *unpackTo) (*receivedRepo, error) {
-	return r.watch(func() (*receivedRepo, error) { return r.readBody(meta, to) })
+func (r *Receiver) Body(meta *pluginpb.ManifestRequestMetadata, to *Target) (*Repo, error) {
+	return r.watch(func() (*Repo, error) { return r.readBody(meta, to) })
 }
 
-func (r *receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *unpackTo) (*receivedRepo, error) {
+func (r *Receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *Target) (*Repo, error) {
 	ctx := r.stream.Context()
 	hash := sha256.New()
 	un, err := r.startUnpack(to)
@@ -198,19 +198,19 @@ func (r *receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *unpackTo
 	if got := hex.EncodeToString(hash.Sum(nil)); got != meta.GetChecksum() {
 		return nil, fmt.Errorf("%s: file checksum validation error", errTgz)
 	}
-	repo := &receivedRepo{meta: meta, size: size}
+	repo := &Repo{Meta: meta, Size: size}
 	if un != nil {
 		if err := un.finish(); err != nil {
 			return nil, unpackError(err)
 		}
-		repo.tgz = r.keepSpool(un)
+		repo.Tgz = r.keepSpool(un)
 	}
 	return repo, nil
 }
 
 // keepSpool takes the spooled tarball from un when its caller asked for it,
 // unless the watcher has given up on the request (it then closes it).
-func (r *receiver) keepSpool(un *streamUnpack) *os.File {
+func (r *Receiver) keepSpool(un *streamUnpack) *os.File {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !un.keep || r.abandoned {
@@ -222,7 +222,7 @@ func (r *receiver) keepSpool(un *streamUnpack) *os.File {
 
 // startUnpack starts the extraction to asks for, unless the watcher has
 // given up on the request.
-func (r *receiver) startUnpack(to *unpackTo) (*streamUnpack, error) {
+func (r *Receiver) startUnpack(to *Target) (*streamUnpack, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.abandoned {
@@ -236,7 +236,7 @@ func (r *receiver) startUnpack(to *unpackTo) (*streamUnpack, error) {
 	return un, err
 }
 
-func (r *receiver) recv() (*pluginpb.AppStreamRequest, error) {
+func (r *Receiver) recv() (*pluginpb.AppStreamRequest, error) {
 	msg, err := r.stream.Recv()
 	if r.watched {
 		r.lastMsg.Store(time.Now().UnixNano())
@@ -245,7 +245,7 @@ func (r *receiver) recv() (*pluginpb.AppStreamRequest, error) {
 }
 
 type receiveResult struct {
-	repo *receivedRepo
+	repo *Repo
 	err  error
 }
 
@@ -254,7 +254,7 @@ type receiveResult struct {
 // stopped before it returns, as readBody itself does, so nothing writes into
 // the request dir once the caller removes it; the goroutine ends when the
 // handler returns.
-func (r *receiver) watch(phase func() (*receivedRepo, error)) (*receivedRepo, error) {
+func (r *Receiver) watch(phase func() (*Repo, error)) (*Repo, error) {
 	if !r.watched {
 		return phase()
 	}
@@ -285,8 +285,8 @@ func (r *receiver) watch(phase func() (*receivedRepo, error)) (*receivedRepo, er
 			go func() {
 				// The stream may have completed just now: a tarball it
 				// kept for the caller is nobody's.
-				if res := <-done; res.repo != nil && res.repo.tgz != nil {
-					res.repo.tgz.Close()
+				if res := <-done; res.repo != nil && res.repo.Tgz != nil {
+					res.repo.Tgz.Close()
 				}
 			}()
 			return nil, idleStatus{status.Newf(codes.DeadlineExceeded,
@@ -321,19 +321,19 @@ type streamUnpack struct {
 	err    error // set before done is closed
 	// checked is set once every header of the complete stream passed the limits.
 	checked bool
-	// keep: see unpackTo.keep; kept: the caller took the spool's file.
+	// keep: see Target.Keep; kept: the caller took the spool's file.
 	keep, kept bool
 }
 
-func startUnpack(to *unpackTo) (*streamUnpack, error) {
-	sp, err := newTgzSpool(to.spoolDir)
+func startUnpack(to *Target) (*streamUnpack, error) {
+	sp, err := newTgzSpool(to.SpoolDir)
 	if err != nil {
 		return nil, err
 	}
-	u := &streamUnpack{sp: sp, limits: to.limits, done: make(chan struct{}), keep: to.keep}
+	u := &streamUnpack{sp: sp, limits: to.Limits, done: make(chan struct{}), keep: to.Keep}
 	go func() {
 		defer close(u.done)
-		u.err = extractTgzWith(&tgzReader{sp: sp}, to.dir, extractOptions{limits: to.limits, preserveMode: to.preserveMode, readOnly: to.readOnly, gate: u.gate})
+		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, gate: u.gate})
 	}()
 	return u, nil
 }
@@ -395,8 +395,8 @@ func (u *streamUnpack) stop() {
 }
 
 // tgzSpool holds the received tarball in an unlinked temp file that the extraction
-// reads behind the receiver, like `tail -f`: memory stays flat whatever the chunk
-// size, and the receiver never waits for the extraction (the stream is bounded
+// reads behind the Receiver, like `tail -f`: memory stays flat whatever the chunk
+// size, and the Receiver never waits for the extraction (the stream is bounded
 // by --max-compressed-bytes, as the temp file Argo CD's server writes).
 type tgzSpool struct {
 	f        *os.File
@@ -500,7 +500,7 @@ func (s *tgzSpool) waitReceived(enough func(int64) bool) (complete bool, err err
 	return true, nil
 }
 
-// tgzReader reads the spool from the start, waiting for the receiver.
+// tgzReader reads the spool from the start, waiting for the Receiver.
 type tgzReader struct {
 	sp  *tgzSpool
 	off int64

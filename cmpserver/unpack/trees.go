@@ -1,6 +1,12 @@
-package cmpserver
+package unpack
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -37,13 +43,13 @@ const (
 	treeTTL  = 2 * time.Minute
 )
 
-type treeKey struct {
-	checksum     string
-	preserveMode bool
+type TreeKey struct {
+	Checksum     string
+	PreserveMode bool
 }
 
 type tree struct {
-	key  treeKey
+	key  TreeKey
 	dir  string
 	seal treeSeal
 	// tgz is the tarball the tree was unpacked from (unlinked, closed with
@@ -56,19 +62,19 @@ type tree struct {
 	dropped bool
 }
 
-type trees struct {
+type Trees struct {
 	mu sync.Mutex
-	m  map[treeKey]*tree
+	m  map[TreeKey]*tree
 }
 
-func newTrees() *trees { return &trees{m: map[treeKey]*tree{}} }
+func NewTrees() *Trees { return &Trees{m: map[TreeKey]*tree{}} }
 
-// treeLease is one request's use of the shared tree of a key: dir is the
-// tree, fresh says the holder unpacks it (into a new dir, then publish) rather
-// than finding it ready, and release ends the use.
-type treeLease struct {
-	trees *trees
-	key   treeKey
+// Lease is one request's use of the shared tree of a key: Dir is the tree,
+// Fresh says the holder unpacks it (into a new dir, then Publish) rather than
+// finding it ready, and Release ends the use.
+type Lease struct {
+	trees *Trees
+	key   TreeKey
 	dir   string
 	fresh bool
 	// tr is the cached tree in use: the one found, or this lease's once
@@ -78,37 +84,87 @@ type treeLease struct {
 	tgz *os.File
 }
 
-// lease hands out the tree of k, or, when there is none, a new dir from
-// newDir for the caller to unpack and publish.
-func (t *trees) lease(k treeKey, newDir func() (string, error)) (*treeLease, error) {
+// Lease hands out the tree of k, or, when there is none, a new dir from
+// newDir for the caller to unpack and Publish.
+func (t *Trees) Lease(k TreeKey, newDir func() (string, error)) (*Lease, error) {
 	if tr := t.acquire(k); tr != nil {
-		return &treeLease{trees: t, key: k, dir: tr.dir, tr: tr}, nil
+		return &Lease{trees: t, key: k, dir: tr.dir, tr: tr}, nil
 	}
 	dir, err := newDir()
 	if err != nil {
 		return nil, err
 	}
-	return &treeLease{trees: t, key: k, dir: dir, fresh: true}, nil
+	return &Lease{trees: t, key: k, dir: dir, fresh: true}, nil
 }
 
-// publish makes the fresh tree, complete and sealed as sl, unpacked from
-// tgz, the tree of its key. When another request published one meanwhile, it
-// stays this request's alone, removed on release.
-func (l *treeLease) publish(sl treeSeal, tgz *os.File) {
+// Dir is the tree's directory.
+func (l *Lease) Dir() string { return l.dir }
+
+// Fresh reports whether the holder unpacks the tree.
+func (l *Lease) Fresh() bool { return l.fresh }
+
+// Publish seals the fresh tree, complete and unpacked from tgz, and makes it
+// the tree of its key (probe is a dir of the holder's where the seal may try
+// a file, see sealTree). When it cannot be sealed (the error), or another
+// request published one meanwhile, the tree stays the holder's alone,
+// removed on Release.
+func (l *Lease) Publish(probe string, tgz *os.File) error {
+	sl, err := sealTree(l.dir, probe)
+	if err != nil {
+		l.tgz = tgz
+		return err
+	}
 	if tr, ok := l.trees.add(l.key, l.dir, sl, tgz); ok {
 		l.tr = tr
-		return
+		return nil
 	}
 	l.tgz = tgz
+	return nil
 }
 
-// shared is the cached tree in use, nil when the lease's dir is the holder's
-// alone.
-func (l *treeLease) shared() *tree { return l.tr }
+// Shared reports whether the lease holds a tree other requests may use, so
+// that its seal must be checked after use (Changed).
+func (l *Lease) Shared() bool { return l.tr != nil }
 
-// release ends the lease: the cached tree's use ends, a dir of the holder's
+// Changed reports how the shared tree was changed since it was sealed, nil
+// if it was not (or is not shared). A changed tree is no longer handed out.
+func (l *Lease) Changed() error {
+	if l.tr == nil {
+		return nil
+	}
+	changed := l.tr.seal.check(l.tr.dir)
+	if changed != nil {
+		l.trees.drop(l.tr)
+	}
+	return changed
+}
+
+// UnpackCopy unpacks the shared tree's tarball again as to says, as a
+// private, writable tree, verifying its checksum again (the unlinked file is
+// reachable through /proc by the commands' UID).
+func (l *Lease) UnpackCopy(to *Target) error {
+	tr := l.tr
+	if tr == nil || tr.tgz == nil {
+		return errors.New("the shared repository tree was changed and no copy of its tarball is left")
+	}
+	h := sha256.New()
+	r := io.TeeReader(io.NewSectionReader(tr.tgz, 0, math.MaxInt64), h)
+	if err := extractTgz(r, to.Dir, to.Limits, to.PreserveMode); err != nil {
+		return err
+	}
+	// The extraction stops at the end of the tar; hash the rest too.
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return fmt.Errorf("error reading repository tarball: %w", err)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != tr.key.Checksum {
+		return errors.New("file checksum validation error (the kept copy of the repository tarball was changed)")
+	}
+	return nil
+}
+
+// Release ends the lease: the cached tree's use ends, a dir of the holder's
 // alone is removed.
-func (l *treeLease) release() {
+func (l *Lease) Release() {
 	if l.tr != nil {
 		l.trees.release(l.tr)
 	} else if l.fresh {
@@ -120,7 +176,7 @@ func (l *treeLease) release() {
 }
 
 // acquire returns the tree for k, in use until release, or nil.
-func (t *trees) acquire(k treeKey) *tree {
+func (t *Trees) acquire(k TreeKey) *tree {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.evictLocked(time.Now())
@@ -135,7 +191,7 @@ func (t *trees) acquire(k treeKey) *tree {
 // from tgz, in use by the caller, the tree of k. It returns false when k
 // already has one (another request unpacked the same stream meanwhile): dir
 // and tgz then stay the caller's.
-func (t *trees) add(k treeKey, dir string, sl treeSeal, tgz *os.File) (*tree, bool) {
+func (t *Trees) add(k TreeKey, dir string, sl treeSeal, tgz *os.File) (*tree, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.m[k]; ok {
@@ -148,7 +204,7 @@ func (t *trees) add(k treeKey, dir string, sl treeSeal, tgz *os.File) (*tree, bo
 }
 
 // release ends one use of tr.
-func (t *trees) release(tr *tree) {
+func (t *Trees) release(tr *tree) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tr.users--
@@ -161,7 +217,7 @@ func (t *trees) release(tr *tree) {
 
 // drop stops handing out tr, which was changed; its users keep it until they
 // release it. The next request for its key unpacks a fresh tree.
-func (t *trees) drop(tr *tree) {
+func (t *Trees) drop(tr *tree) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if tr.dropped {
@@ -175,14 +231,14 @@ func (t *trees) drop(tr *tree) {
 
 // evictLocked removes unused trees past their TTL, and the least recently
 // used unused ones beyond maxTrees.
-func (t *trees) evictLocked(now time.Time) {
+func (t *Trees) evictLocked(now time.Time) {
 	for k, tr := range t.m {
 		if tr.users == 0 && now.Sub(tr.lastUse) > treeTTL {
 			t.removeLocked(k, tr)
 		}
 	}
 	for len(t.m) > maxTrees {
-		var oldK treeKey
+		var oldK TreeKey
 		var old *tree
 		for k, tr := range t.m {
 			if tr.users == 0 && (old == nil || tr.lastUse.Before(old.lastUse)) {
@@ -196,7 +252,7 @@ func (t *trees) evictLocked(now time.Time) {
 	}
 }
 
-func (t *trees) removeLocked(k treeKey, tr *tree) {
+func (t *Trees) removeLocked(k TreeKey, tr *tree) {
 	delete(t.m, k)
 	tr.remove()
 }
@@ -209,7 +265,7 @@ func (tr *tree) remove() {
 }
 
 // removeAll removes every unused tree (at shutdown).
-func (t *trees) removeAll() {
+func (t *Trees) RemoveAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, tr := range t.m {
@@ -221,6 +277,6 @@ func (t *trees) removeAll() {
 
 // removeTree removes a (possibly read-only) tree.
 func removeTree(dir string) {
-	makeWritable(dir)
+	MakeWritable(dir)
 	_ = os.RemoveAll(dir)
 }

@@ -1,4 +1,4 @@
-package cmpserver
+package unpack
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func TestExtractNeutralisesSymlinkChains(t *testing.T) {
 			if err != nil {
 				return nil // dangling links are harmless
 			}
-			if !inside(dest, real) {
+			if !Inside(dest, real) {
 				t.Errorf("%s: %s resolves to %s outside %s", name, p, real, dest)
 			}
 			return nil
@@ -41,7 +41,7 @@ func TestExtractNeutralisesSymlinkChains(t *testing.T) {
 }
 
 func TestExtractModes(t *testing.T) {
-	tgz := craftTgz(t, dir("."), tarEntry{hdr: tarHeaderMode("run.sh", 0o755, 2), body: "#!"}, tarEntry{hdr: tarHeaderMode("secret", 0o600, 1), body: "s"})
+	tgz := craftTgz(t, dir("."), tarEntry{Hdr: tarHeaderMode("run.sh", 0o755, 2), Body: "#!"}, tarEntry{Hdr: tarHeaderMode("secret", 0o600, 1), Body: "s"})
 	for _, preserve := range []bool{false, true} {
 		dest := t.TempDir()
 		if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits(), preserve); err != nil {
@@ -82,7 +82,7 @@ func FuzzExtract(f *testing.F) {
 		}
 		_ = filepath.Walk(dest, func(p string, info os.FileInfo, err error) error {
 			if err == nil && info.Mode()&os.ModeSymlink != 0 {
-				if real, err := filepath.EvalSymlinks(p); err == nil && !inside(dest, real) {
+				if real, err := filepath.EvalSymlinks(p); err == nil && !Inside(dest, real) {
 					t.Fatalf("%s resolves outside to %s", p, real)
 				}
 			}

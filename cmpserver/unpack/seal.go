@@ -1,4 +1,4 @@
-package cmpserver
+package unpack
 
 import (
 	"crypto/sha256"

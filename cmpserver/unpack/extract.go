@@ -1,4 +1,4 @@
-package cmpserver
+package unpack
 
 import (
 	"archive/tar"
@@ -122,7 +122,7 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 }
 
 // freezeDirs takes write permission from every directory of the tree, the
-// deepest first (see makeWritable for the way back).
+// deepest first (see MakeWritable for the way back).
 func (x *extractor) freezeDirs() error {
 	dirs := make([]string, 0, len(x.realDirs))
 	for rel := range x.realDirs {
@@ -142,9 +142,9 @@ func (x *extractor) freezeDirs() error {
 	return nil
 }
 
-// makeWritable gives the owner write permission on every directory under
+// MakeWritable gives the owner write permission on every directory under
 // root again, so that a frozen tree (or what a crash left of one) can be removed.
-func makeWritable(root string) {
+func MakeWritable(root string) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o200 == 0 {
@@ -206,7 +206,7 @@ func checkTgzLimits(r io.Reader, limits Limits) error {
 		if err := checkEntryLimits(limits, files, size, hdr); err != nil {
 			return err
 		}
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
+		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA { //nolint:staticcheck // old writers still mark files TypeRegA
 			size += hdr.Size
 		}
 	}
@@ -218,7 +218,7 @@ func checkEntryLimits(limits Limits, files int, size int64, hdr *tar.Header) err
 	if limits.MaxFiles > 0 && files > limits.MaxFiles {
 		return limitError(fmt.Sprintf("repository tarball has more than %d entries (limit --max-files)", limits.MaxFiles))
 	}
-	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA {
+	if hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA { //nolint:staticcheck // old writers still mark files TypeRegA; Argo CD reads them
 		return nil
 	}
 	if hdr.Size < 0 || (limits.MaxExtractedBytes > 0 && size+hdr.Size > limits.MaxExtractedBytes) {
@@ -250,7 +250,7 @@ func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		return x.mkdir(rel, x.mode(hdr, 0o755)|0o700)
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old writers still mark files TypeRegA; Argo CD reads them
 		return x.writeFile(rel, hdr, body)
 	case tar.TypeSymlink:
 		return x.symlink(rel, hdr.Linkname)
@@ -270,7 +270,7 @@ func entryName(name string) (rel string, skip bool, err error) {
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
-			return "", false, fmt.Errorf("illegal filepath in archive: %q contains ..", name)
+			return "", false, fmt.Errorf("illegal filepath in archive: %q contains ..", name) //nolint:staticcheck // Argo CD's text, to the letter
 		}
 	}
 	if strings.ContainsRune(name, 0) {
@@ -426,7 +426,7 @@ func (x *extractor) symlink(rel, target string) error {
 	if !filepath.IsAbs(target) {
 		resolved = filepath.Join(x.dest, filepath.Dir(rel), target)
 	}
-	if !inside(x.dest, resolved) {
+	if !Inside(x.dest, resolved) {
 		return fmt.Errorf("illegal filepath in symlink: %q -> %q points outside the repository", filepath.ToSlash(rel), target)
 	}
 	linkTarget, err := filepath.Rel(filepath.Join(x.dest, filepath.Dir(rel)), resolved)
@@ -493,8 +493,8 @@ func splitPath(p string) []string {
 	return strings.Split(filepath.ToSlash(filepath.Clean(p)), "/")
 }
 
-// inside reports whether path is dir or below it, lexically.
-func inside(dir, path string) bool {
+// Inside reports whether path is dir or below it, lexically.
+func Inside(dir, path string) bool {
 	rel, err := filepath.Rel(dir, filepath.Clean(path))
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
