@@ -161,6 +161,9 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 		if msg := compareConfigSource(pod, cat, e); msg != "" {
 			stale(p, StaleConfigSource, "plugin %s: %s", p, msg)
 		}
+		for _, msg := range extraVolumesDrift(pod, e) {
+			stale(p, StaleContainerSpec, "plugin %s: %s", p, msg)
+		}
 		k := keys.ConfigAnnotationPrefix + p
 		if len(d.Stale) == before && e.InlineYAML != "" && e.Config.ConfigMap == nil && pod.Annotations[k] != e.InlineYAML {
 			d.Live[k] = e.InlineYAML

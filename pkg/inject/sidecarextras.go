@@ -4,6 +4,7 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -100,4 +101,59 @@ func extraVolumes(e *catalog.Entry) []corev1.Volume {
 		vols = append(vols, corev1.Volume{Name: keys.PluginVolumeName(e.Name, v.Name), VolumeSource: src})
 	}
 	return vols
+}
+
+// Defaults the apiserver gives the volume sources above, so that a stored
+// pod compares equal to what the catalog builds.
+const (
+	defaultVolumeMode             int32 = 0o644
+	defaultTokenExpirationSeconds int64 = 3600
+)
+
+// extraVolumesDrift names each of the plugin's home and catalog volumes whose
+// source in the pod is not what the catalog builds now (a renamed Secret, a
+// new audience, another size limit): only a new pod takes it.
+func extraVolumesDrift(pod *corev1.Pod, e *catalog.Entry) []string {
+	have := map[string]*corev1.Volume{}
+	for i := range pod.Spec.Volumes {
+		have[pod.Spec.Volumes[i].Name] = &pod.Spec.Volumes[i]
+	}
+	var out []string
+	for _, want := range extraVolumes(e) {
+		h := have[want.Name]
+		switch {
+		case h == nil:
+			out = append(out, "volume "+want.Name+" is missing")
+		case !equality.Semantic.DeepEqual(h.VolumeSource, storedSource(want.VolumeSource)):
+			out = append(out, "volume "+want.Name+"'s source differs from the catalog's")
+		}
+	}
+	return out
+}
+
+// storedSource is s with the apiserver's defaults applied.
+func storedSource(s corev1.VolumeSource) corev1.VolumeSource {
+	s = *s.DeepCopy()
+	mode := func(m **int32) {
+		if *m == nil {
+			v := defaultVolumeMode
+			*m = &v
+		}
+	}
+	if s.Secret != nil {
+		mode(&s.Secret.DefaultMode)
+	}
+	if s.ConfigMap != nil {
+		mode(&s.ConfigMap.DefaultMode)
+	}
+	if s.Projected != nil {
+		mode(&s.Projected.DefaultMode)
+		for i := range s.Projected.Sources {
+			if t := s.Projected.Sources[i].ServiceAccountToken; t != nil && t.ExpirationSeconds == nil {
+				v := defaultTokenExpirationSeconds
+				t.ExpirationSeconds = &v
+			}
+		}
+	}
+	return s
 }
