@@ -104,29 +104,6 @@ func (ts *testServer) dial(t testing.TB) *client.Client {
 	return c
 }
 
-// writeTree creates files (path → content; a trailing "/" makes a dir) under a
-// new temp dir and returns it.
-func writeTree(t testing.TB, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if strings.HasSuffix(name, "/") {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -141,6 +118,8 @@ var (
 	dir      = tartest.Dir
 	symlink  = tartest.Symlink
 	craftTgz = tartest.Tgz
+	// writeTree writes a repository of path → content ("dir/" for a dir).
+	writeTree = tartest.Tree
 )
 
 func checksum(b []byte) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
@@ -45,8 +46,8 @@ type LocalRequest struct {
 // LocalGenerate runs init and generate and returns one JSON string per object.
 func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 	var out []string
-	err := runLocal(ctx, req, true, func(e *engine, ws *workspace) error {
-		return e.generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
+	err := runLocal(ctx, req, true, func(e *engine.Engine, ws *engine.Workspace) error {
+		return e.Generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
 			out = append(out, string(doc))
 			return nil
 		}))
@@ -57,8 +58,8 @@ func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
 // LocalParameters returns the merged parameters announcement.
 func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announcement, error) {
 	var out []params.Announcement
-	err := runLocal(ctx, req, true, func(e *engine, ws *workspace) (err error) {
-		out, err = e.parameters(ctx, ws)
+	err := runLocal(ctx, req, true, func(e *engine.Engine, ws *engine.Workspace) (err error) {
+		out, err = e.Parameters(ctx, ws)
 		return err
 	})
 	return out, err
@@ -67,14 +68,14 @@ func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announceme
 // LocalMatch evaluates discovery.
 func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
 	var out bool
-	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *engine, ws *workspace) (err error) {
-		out, err = e.match(ctx, ws)
+	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *engine.Engine, ws *engine.Workspace) (err error) {
+		out, err = e.Match(ctx, ws)
 		return err
 	})
 	return out, err
 }
 
-func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engine, *workspace) error) error {
+func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engine.Engine, *engine.Workspace) error) error {
 	opts := DefaultOptions()
 	opts.Plugin, opts.Limits, opts.Exec, opts.Logger = req.Plugin, req.Limits, req.Exec, req.Logger
 	if err := opts.Validate(); err != nil {
@@ -104,8 +105,8 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engi
 		appRel = "."
 	}
 	env := append(append([]string{}, req.BaseEnv...), command.LogEnv(req.LogLevel, req.LogFormat)...)
-	e := newEngine(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, newMetrics())
-	e.runner.Report = req.OnCommand
+	e := engine.New(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, newMetrics())
+	e.OnCommand(req.OnCommand)
 	f, err := os.Open(tgz.Path)
 	if err != nil {
 		return err
@@ -124,7 +125,7 @@ func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engi
 	if _, err := rq.workspace(); err != nil {
 		return err
 	}
-	return rq.run(ctx, func(_ context.Context, ws *workspace) error { return fn(e, ws) })
+	return rq.run(ctx, func(_ context.Context, ws *engine.Workspace) error { return fn(e, ws) })
 }
 
 // tarballStream plays the repo-server's side of a stream from a packed

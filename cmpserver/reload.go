@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -26,7 +27,7 @@ import (
 // immutable once installed.
 type loaded struct {
 	plugin *pluginconfig.Plugin
-	engine *engine
+	engine *engine.Engine
 	// hash is the sha256 of the plugin.yaml bytes, "" for a configuration
 	// given in Options.Plugin.
 	hash string
@@ -42,11 +43,11 @@ func (s *Server) ConfigHash() string { return s.config().hash }
 // install makes c the configuration of new requests.
 func (s *Server) install(c *loaded) {
 	env := append(append([]string{}, s.opts.Env...), command.LogEnv(s.opts.LogLevel, s.opts.LogFormat)...)
-	c.engine = newEngine(c.plugin, s.opts.Limits, s.opts.WorkDir, s.opts.Exec, env, s.log, s.metrics)
+	c.engine = engine.New(c.plugin, s.opts.Limits, s.opts.WorkDir, s.opts.Exec, env, s.log, s.metrics)
 	// allowConcurrency: false holds across a reload: a generation started on
 	// the old configuration still keeps the next one waiting.
-	if old := s.config(); old != nil && old.engine.serial != nil && c.engine.serial != nil {
-		c.engine.serial = old.engine.serial
+	if old := s.config(); old != nil {
+		c.engine.KeepSerial(old.engine)
 	}
 	s.current.Store(c)
 	s.metrics.configLoaded(c.hash)

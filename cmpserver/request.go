@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
@@ -23,7 +24,7 @@ import (
 //	end       the lease released, the request dir removed (always called
 //	          once begin succeeded)
 type request struct {
-	eng     *engine
+	eng     *engine.Engine
 	extract bool          // the repository is unpacked (not for a match without discovery)
 	trees   *unpack.Trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
 	limits  unpack.Limits
@@ -33,15 +34,15 @@ type request struct {
 	// response).
 	remove func(func())
 
-	dir   string        // begin
-	lease *unpack.Lease // receive: the shared tree used; nil: the request dir
-	repo  *unpack.Repo  // receive
-	ws    *workspace    // workspace
+	dir   string            // begin
+	lease *unpack.Lease     // receive: the shared tree used; nil: the request dir
+	repo  *unpack.Repo      // receive
+	ws    *engine.Workspace // workspace
 }
 
 // begin creates the request dir.
 func (r *request) begin() error {
-	dir, err := r.eng.newRequestDir()
+	dir, err := r.eng.NewRequestDir()
 	r.dir = dir
 	return err
 }
@@ -78,37 +79,37 @@ func (r *request) target(meta *pluginpb.ManifestRequestMetadata) *unpack.Target 
 		return nil
 	}
 	if r.trees == nil {
-		return r.eng.unpackTo(r.dir)
+		return r.eng.UnpackTo(r.dir)
 	}
-	key := unpack.TreeKey{Checksum: meta.GetChecksum(), PreserveMode: r.eng.plugin.Spec.PreserveFileMode}
-	l, err := r.trees.Lease(key, r.eng.newRequestDir)
+	key := unpack.TreeKey{Checksum: meta.GetChecksum(), PreserveMode: r.eng.PreserveMode()}
+	l, err := r.trees.Lease(key, r.eng.NewRequestDir)
 	if err != nil {
-		return r.eng.unpackTo(r.dir)
+		return r.eng.UnpackTo(r.dir)
 	}
 	r.lease = l
 	if !l.Fresh() {
 		return nil
 	}
-	to := r.eng.unpackTo(l.Dir())
+	to := r.eng.UnpackTo(l.Dir())
 	to.ReadOnly, to.Keep = true, true
 	return to
 }
 
 // workspace resolves the app dir and the commands' env on the request's
 // tree: the shared one if leased, else the request dir.
-func (r *request) workspace() (*workspace, error) {
+func (r *request) workspace() (*engine.Workspace, error) {
 	root := r.dir
 	if r.lease != nil {
 		root = r.lease.Dir()
 	}
-	ws, err := r.eng.workspace(r.dir, root, r.repo, r.extract)
+	ws, err := r.eng.Workspace(r.dir, root, r.repo, r.extract)
 	r.ws = ws
 	return ws, err
 }
 
 // run calls fn on the workspace. On a shared tree, the answer counts only if
 // the tree was not changed meanwhile (checkShared).
-func (r *request) run(ctx context.Context, fn func(context.Context, *workspace) error) error {
+func (r *request) run(ctx context.Context, fn func(context.Context, *engine.Workspace) error) error {
 	err := fn(ctx, r.ws)
 	if r.lease != nil && r.lease.Shared() {
 		err = r.checkShared(ctx, err, fn)
@@ -121,17 +122,17 @@ func (r *request) run(ctx context.Context, fn func(context.Context, *workspace) 
 // changed it meanwhile, this request's or a concurrent one's (unpack/seal.go).
 // If it was changed, the tree is dropped and fn runs again on a private copy
 // unpacked into the request dir from the tree's tarball.
-func (r *request) checkShared(ctx context.Context, err error, fn func(context.Context, *workspace) error) error {
+func (r *request) checkShared(ctx context.Context, err error, fn func(context.Context, *engine.Workspace) error) error {
 	changed := r.lease.Changed()
 	if changed == nil {
 		return err
 	}
 	r.log.Warn("the shared repository tree was changed while this request used it (a command wrote into it despite readOnlyRepository): dropping the tree and running again on a private copy",
 		zap.NamedError("change", changed))
-	if err := r.lease.UnpackCopy(r.eng.unpackTo(r.dir)); err != nil {
+	if err := r.lease.UnpackCopy(r.eng.UnpackTo(r.dir)); err != nil {
 		return err
 	}
-	ws, err := r.eng.workspace(r.dir, r.dir, r.repo, true)
+	ws, err := r.eng.Workspace(r.dir, r.dir, r.repo, true)
 	if err != nil {
 		return err
 	}
@@ -144,5 +145,5 @@ func (r *request) end() {
 		r.lease.Release()
 	}
 	dir := r.dir
-	r.remove(func() { r.eng.cleanup(&workspace{dir: dir}) })
+	r.remove(func() { r.eng.Cleanup(dir) })
 }

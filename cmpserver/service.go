@@ -2,6 +2,8 @@ package cmpserver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
@@ -36,10 +39,10 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
 	var manifests encodedManifests
 	cfg := svc.s.config()
-	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *workspace) error {
+	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) error {
 		// A run on a shared tree that was changed is run again (request.run).
 		manifests = encodedManifests{}
-		if err := cfg.engine.generate(ctx, ws, &manifests); err != nil {
+		if err := cfg.engine.Generate(ctx, ws, &manifests); err != nil {
 			return fmt.Errorf("error generating manifests: %w", err)
 		}
 		return nil
@@ -56,9 +59,9 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 	supported := false
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	err := svc.s.withRepo(stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *workspace) error {
+	err := svc.s.withRepo(stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) error {
 		var err error
-		if supported, err = cfg.engine.match(ctx, ws); err != nil {
+		if supported, err = cfg.engine.Match(ctx, ws); err != nil {
 			return fmt.Errorf("match repository error: %w", err)
 		}
 		return nil
@@ -72,8 +75,8 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
 	var resp pluginpb.ParametersAnnouncementResponse
 	cfg := svc.s.config()
-	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *workspace) error {
-		as, err := cfg.engine.parameters(ctx, ws)
+	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) error {
+		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
 			return fmt.Errorf("get parameters announcement error: %w", err)
 		}
@@ -90,7 +93,7 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 // fn on it and removes the dir. The request runs on cfg, the configuration
 // current when it started, to its end. Logs carry a request id and the
 // configuration's hash, never env values.
-func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *workspace) error) error {
+func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) error) error {
 	ctx := stream.Context()
 	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
@@ -159,4 +162,11 @@ func deadlineStatus(ctx context.Context, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "%s (%s)", context.DeadlineExceeded, err)
 	}
 	return err
+}
+
+// newRequestID labels one request in the logs.
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -96,3 +96,26 @@ func BenchRepo(b *testing.B) string {
 	}
 	return root
 }
+
+// Tree creates files (path → content; a trailing "/" makes a dir) under a new
+// temp dir and returns it: a repository to pack.
+func Tree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}

@@ -1,4 +1,7 @@
-package cmpserver
+// Package engine runs one plugin (its init, generate, discovery and
+// parameters commands) against a received repository: the app dir and env a
+// request's commands get (Workspace), and what their output means.
+package engine
 
 import (
 	"context"
@@ -19,10 +22,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// engine runs one plugin against unpacked repositories. The gRPC service and the
+// Engine runs one plugin against unpacked repositories. The gRPC service and the
 // local runner both go through it, so a plugin behaves the same on a laptop and in
 // a sidecar.
-type engine struct {
+type Engine struct {
 	plugin  *pluginconfig.Plugin
 	limits  unpack.Limits
 	workDir string
@@ -35,16 +38,18 @@ type engine struct {
 	serial chan struct{}
 }
 
-func newEngine(p *pluginconfig.Plugin, limits unpack.Limits, workDir string, exec command.Options, env []string, log *zap.Logger, m *metrics) *engine {
-	e := &engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, m), env: env, log: log}
+// New runs p's commands with exec's bounds under workDir (request dirs are
+// <workDir>/<uuid>), each starting from env; obs is told how each ended.
+func New(p *pluginconfig.Plugin, limits unpack.Limits, workDir string, exec command.Options, env []string, log *zap.Logger, obs command.Observer) *Engine {
+	e := &Engine{plugin: p, limits: limits, workDir: workDir, runner: command.NewRunner(exec, log, obs), env: env, log: log}
 	if !p.Concurrent() {
 		e.serial = make(chan struct{}, 1)
 	}
 	return e
 }
 
-// workspace is one request's unpacked repository and command environment.
-type workspace struct {
+// Workspace is one request's unpacked repository and command environment.
+type Workspace struct {
 	dir    string // request dir, removed by cleanup
 	root   string // repository root: the request dir itself, as in Argo CD
 	appDir string
@@ -52,15 +57,15 @@ type workspace struct {
 }
 
 // place is where the workspace's commands run.
-func (ws *workspace) place() command.Place {
+func (ws *Workspace) place() command.Place {
 	return command.Place{App: ws.appDir, Env: ws.env, Spool: ws.dir}
 }
 
-// newRequestDir creates the directory of one request: <work dir>/<random UUID>,
+// NewRequestDir creates the directory of one request: <work dir>/<random UUID>,
 // mode 0755 (the work dir itself is 0700), which is where argocd-cmp-server
 // unpacks a request. Plugins see it as (the parent of) their working directory,
 // so the shape is kept.
-func (e *engine) newRequestDir() (string, error) {
+func (e *Engine) NewRequestDir() (string, error) {
 	for range 3 {
 		dir := filepath.Join(e.workDir, newUUID())
 		err := os.Mkdir(dir, 0o755)
@@ -84,23 +89,24 @@ func newUUID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-func (e *engine) cleanup(ws *workspace) {
-	if err := os.RemoveAll(ws.dir); err != nil {
-		e.log.Warn("error removing request dir", zap.String("dir", ws.dir), zap.Error(err))
+// Cleanup removes the request dir dir.
+func (e *Engine) Cleanup(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		e.log.Warn("error removing request dir", zap.String("dir", dir), zap.Error(err))
 	}
 }
 
 // unpack.Target is where a request's tarball goes: into the request dir itself, as
 // Argo CD does, spooled beside it in the work dir.
-func (e *engine) unpackTo(dir string) *unpack.Target {
+func (e *Engine) UnpackTo(dir string) *unpack.Target {
 	return &unpack.Target{Dir: dir, SpoolDir: e.workDir, Limits: e.limits, PreserveMode: e.plugin.Spec.PreserveFileMode}
 }
 
-// workspace resolves the app dir and command env of a received repository
+// Workspace resolves the app dir and command env of a received repository
 // whose request dir is dir and whose tree is root (unpacked when unpacked is
 // set): dir itself, or a tree shared between requests (trees.go).
-func (e *engine) workspace(dir, root string, repo *unpack.Repo, unpacked bool) (*workspace, error) {
-	ws := &workspace{dir: dir, root: root}
+func (e *Engine) Workspace(dir, root string, repo *unpack.Repo, unpacked bool) (*Workspace, error) {
+	ws := &Workspace{dir: dir, root: root}
 	env, err := command.Env(e.env, repo.Meta.GetEnv())
 	if err != nil {
 		return nil, err
@@ -120,9 +126,9 @@ func (e *engine) workspace(dir, root string, repo *unpack.Repo, unpacked bool) (
 	return ws, nil
 }
 
-// generate runs init then generate in the app dir and hands sink each object
+// Generate runs init then generate in the app dir and hands sink each object
 // of the output, as JSON.
-func (e *engine) generate(ctx context.Context, ws *workspace, sink manifests.Sink) error {
+func (e *Engine) Generate(ctx context.Context, ws *Workspace, sink manifests.Sink) error {
 	if e.serial != nil {
 		select {
 		case e.serial <- struct{}{}:
@@ -149,8 +155,8 @@ func (e *engine) generate(ctx context.Context, ws *workspace, sink manifests.Sin
 	return manifests.Split(out.Reader(), sink)
 }
 
-// match evaluates the first configured discovery rule only, as Argo CD does.
-func (e *engine) match(ctx context.Context, ws *workspace) (bool, error) {
+// Match evaluates the first configured discovery rule only, as Argo CD does.
+func (e *Engine) Match(ctx context.Context, ws *Workspace) (bool, error) {
 	d := e.plugin.Spec.Discover
 	switch {
 	case d == nil:
@@ -172,8 +178,8 @@ func (e *engine) match(ctx context.Context, ws *workspace) (bool, error) {
 	return false, nil
 }
 
-// parameters is the dynamic announcement (if configured) followed by the static one.
-func (e *engine) parameters(ctx context.Context, ws *workspace) ([]params.Announcement, error) {
+// Parameters is the dynamic announcement (if configured) followed by the static one.
+func (e *Engine) Parameters(ctx context.Context, ws *Workspace) ([]params.Announcement, error) {
 	ps := e.plugin.Spec.Parameters
 	if ps == nil {
 		return nil, nil
@@ -197,9 +203,17 @@ func (e *engine) parameters(ctx context.Context, ws *workspace) ([]params.Announ
 	return params.Merge(dynamic, ps.Static), nil
 }
 
-// newRequestID labels one request in the logs.
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// PreserveMode is the plugin's preserveFileMode: a shared tree is unpacked
+// once per mode.
+func (e *Engine) PreserveMode() bool { return e.plugin.Spec.PreserveFileMode }
+
+// OnCommand has report told how each command ended (local runs show it).
+func (e *Engine) OnCommand(report func(command.Report)) { e.runner.Report = report }
+
+// KeepSerial makes e, a reload of old, wait for old's generations too, so
+// that allowConcurrency: false holds across the switch.
+func (e *Engine) KeepSerial(old *Engine) {
+	if old != nil && old.serial != nil && e.serial != nil {
+		e.serial = old.serial
+	}
 }

@@ -1,4 +1,4 @@
-package cmpserver
+package engine
 
 import (
 	"errors"

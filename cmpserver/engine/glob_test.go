@@ -1,4 +1,4 @@
-package cmpserver
+package engine
 
 import (
 	"errors"
@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 )
 
 func TestGlobAny(t *testing.T) {
-	root := writeTree(t, map[string]string{
+	root := tartest.Tree(t, map[string]string{
 		"app/Chart.yaml": "", "app/templates/deploy.yaml": "", "app/.hidden/x.json": "",
 		"app/deep/a/b/c/main.jsonnet": "", "other/kustomization.yaml": "",
 	})
