@@ -70,7 +70,12 @@ func catalogWith(t *testing.T, replacements ...string) *catalog.Catalog {
 // new, for catalogs that must fail to load.
 func catalogYAML(t *testing.T, replacements ...string) string {
 	t.Helper()
-	y := testCatalog
+	return replaced(t, testCatalog, replacements...)
+}
+
+// replaced is y with each old string replaced by new, once; each must be there.
+func replaced(t *testing.T, y string, replacements ...string) string {
+	t.Helper()
 	for i := 0; i < len(replacements); i += 2 {
 		if !strings.Contains(y, replacements[i]) {
 			t.Fatalf("test catalog has no %q", replacements[i])

@@ -38,14 +38,7 @@ namespaces:
 
 func sidecarFieldsCat(t *testing.T, replacements ...string) *catalog.Catalog {
 	t.Helper()
-	y := sidecarFieldsCatalog
-	for i := 0; i < len(replacements); i += 2 {
-		if !strings.Contains(y, replacements[i]) {
-			t.Fatalf("catalog has no %q", replacements[i])
-		}
-		y = strings.Replace(y, replacements[i], replacements[i+1], 1)
-	}
-	c, err := catalog.Parse([]byte(y))
+	c, err := catalog.Parse([]byte(replaced(t, sidecarFieldsCatalog, replacements...)))
 	if err != nil {
 		t.Fatal(err)
 	}
