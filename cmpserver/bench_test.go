@@ -12,14 +12,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
-const (
-	benchFiles    = tartest.BenchFiles
-	benchFileSize = tartest.BenchFileSize
-)
-
-// benchRepo is tartest.BenchRepo.
-func benchRepo(b *testing.B) string { return tartest.BenchRepo(b) }
-
 // BenchmarkGenerateLargeRepo streams a 5,000-file, 50 MB repository through the
 // socket, as the repo-server would (tarball built per call, 1 KiB chunks), to a
 // generate that reads every file and prints one manifest. Set CMP_BENCH_KEEP_TGZ
@@ -36,7 +28,7 @@ func BenchmarkGenerateSharedTree(b *testing.B) {
 }
 
 func benchGenerate(b *testing.B, extra string) {
-	root := benchRepo(b)
+	root := tartest.BenchRepo(b)
 	plugin := `kind: ConfigManagementPlugin
 metadata: {name: bench}
 spec:` + extra + `
@@ -55,12 +47,12 @@ spec:` + extra + `
 		tgz.Remove()
 		b.Logf("tarball: %d bytes compressed", len(data))
 	}
-	b.SetBytes(benchFiles * benchFileSize)
+	b.SetBytes(tartest.BenchFiles * tartest.BenchFileSize)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		got, err := c.Generate(ctxTimeout(b, 5*time.Minute), client.Request{RepoRoot: root})
-		if err != nil || len(got) != 1 || !strings.Contains(got[0], "bytes-"+strconv.Itoa(benchFiles*benchFileSize)) {
+		if err != nil || len(got) != 1 || !strings.Contains(got[0], "bytes-"+strconv.Itoa(tartest.BenchFiles*tartest.BenchFileSize)) {
 			b.Fatalf("%q %v", got, err)
 		}
 	}

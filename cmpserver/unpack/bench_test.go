@@ -11,19 +11,12 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 )
 
-const (
-	benchFiles    = tartest.BenchFiles
-	benchFileSize = tartest.BenchFileSize
-)
-
-func benchRepo(b *testing.B) string { return tartest.BenchRepo(b) }
-
 // BenchmarkExtract is the server's extraction of the same tarball alone, to
 // compare with `tar xzf`, with small files written on other cores (parallel)
 // and all on the extracting goroutine (inline). CMP_BENCH_DIR sets where it
 // extracts (default: the test's temp dir), e.g. /dev/shm for tmpfs.
 func BenchmarkExtract(b *testing.B) {
-	root := benchRepo(b)
+	root := tartest.BenchRepo(b)
 	tgz, err := client.WriteTarball(root, "", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -40,7 +33,7 @@ func BenchmarkExtract(b *testing.B) {
 				startWriters = func() *fileWriters { return nil }
 				defer func() { startWriters = newFileWriters }()
 			}
-			b.SetBytes(benchFiles * benchFileSize)
+			b.SetBytes(tartest.BenchFiles * tartest.BenchFileSize)
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -63,7 +56,7 @@ func BenchmarkExtract(b *testing.B) {
 // BenchmarkTreeSealCheck is the check made after every request on a shared
 // tree: the 5,000-file, 50-directory repository of the benchmarks above.
 func BenchmarkTreeSealCheck(b *testing.B) {
-	tgz, err := client.WriteTarball(benchRepo(b), "", nil)
+	tgz, err := client.WriteTarball(tartest.BenchRepo(b), "", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

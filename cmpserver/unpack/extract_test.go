@@ -6,18 +6,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 )
 
 // Symlink chains that would escape if their targets were kept verbatim (a -> .,
 // b -> a/..) are recreated with the lexically resolved target, so they stay inside.
 func TestExtractNeutralisesSymlinkChains(t *testing.T) {
-	for name, entries := range map[string][]tarEntry{
-		"chain":      {symlink("a", "."), symlink("b", "a/..")},
-		"late chain": {symlink("b", "c/.."), symlink("c", ".")},
-		"deep chain": {dir("d"), symlink("d/up", ".."), symlink("d/x", "up/up/..")},
+	for name, entries := range map[string][]tartest.Entry{
+		"chain":      {tartest.Symlink("a", "."), tartest.Symlink("b", "a/..")},
+		"late chain": {tartest.Symlink("b", "c/.."), tartest.Symlink("c", ".")},
+		"deep chain": {tartest.Dir("d"), tartest.Symlink("d/up", ".."), tartest.Symlink("d/x", "up/up/..")},
 	} {
 		dest := t.TempDir()
-		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), dest, DefaultLimits(), false)
+		err := extractTgz(bytes.NewReader(tartest.Tgz(t, entries...)), dest, DefaultLimits(), false)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -41,7 +43,7 @@ func TestExtractNeutralisesSymlinkChains(t *testing.T) {
 }
 
 func TestExtractModes(t *testing.T) {
-	tgz := craftTgz(t, dir("."), tarEntry{Hdr: tarHeaderMode("run.sh", 0o755, 2), Body: "#!"}, tarEntry{Hdr: tarHeaderMode("secret", 0o600, 1), Body: "s"})
+	tgz := tartest.Tgz(t, tartest.Dir("."), tartest.Entry{Hdr: tartest.Header("run.sh", 0o755, 2), Body: "#!"}, tartest.Entry{Hdr: tartest.Header("secret", 0o600, 1), Body: "s"})
 	for _, preserve := range []bool{false, true} {
 		dest := t.TempDir()
 		if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits(), preserve); err != nil {
@@ -64,9 +66,9 @@ func TestExtractModes(t *testing.T) {
 }
 
 func FuzzExtract(f *testing.F) {
-	f.Add(craftTgz(f, dir("."), file("a/b.yaml", "x"), symlink("l", "a")))
-	f.Add(craftTgz(f, symlink("a", "."), symlink("b", "a/.."), file("b/x", "y")))
-	f.Add(craftTgz(f, file("../x", "x")))
+	f.Add(tartest.Tgz(f, tartest.Dir("."), tartest.File("a/b.yaml", "x"), tartest.Symlink("l", "a")))
+	f.Add(tartest.Tgz(f, tartest.Symlink("a", "."), tartest.Symlink("b", "a/.."), tartest.File("b/x", "y")))
+	f.Add(tartest.Tgz(f, tartest.File("../x", "x")))
 	f.Add([]byte("not gzip"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dest := filepath.Join(t.TempDir(), "repo")
@@ -96,18 +98,18 @@ func FuzzExtract(f *testing.F) {
 // be refused as it is when the file is on disk.
 func TestExtractOrderWithQueuedWrites(t *testing.T) {
 	dest := t.TempDir()
-	tgz := craftTgz(t, dir("."), file("a", "first"), file("b", "x"), file("a", "second"))
+	tgz := tartest.Tgz(t, tartest.Dir("."), tartest.File("a", "first"), tartest.File("b", "x"), tartest.File("a", "second"))
 	if err := extractTgz(bytes.NewReader(tgz), dest, DefaultLimits(), false); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(filepath.Join(dest, "a")); string(got) != "second" {
 		t.Errorf("a = %q, want the later entry's", got)
 	}
-	for name, entries := range map[string][]tarEntry{
-		"dir below file":  {file("f", "x"), dir("f/d")},
-		"file below file": {file("f", "x"), file("f/g", "y")},
+	for name, entries := range map[string][]tartest.Entry{
+		"dir below file":  {tartest.File("f", "x"), tartest.Dir("f/d")},
+		"file below file": {tartest.File("f", "x"), tartest.File("f/g", "y")},
 	} {
-		err := extractTgz(bytes.NewReader(craftTgz(t, entries...)), t.TempDir(), DefaultLimits(), false)
+		err := extractTgz(bytes.NewReader(tartest.Tgz(t, entries...)), t.TempDir(), DefaultLimits(), false)
 		if err == nil || !strings.Contains(err.Error(), `"f" is a file and cannot contain entries`) {
 			t.Errorf("%s: %v", name, err)
 		}
