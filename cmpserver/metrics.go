@@ -72,8 +72,8 @@ func newMetrics() *metrics {
 	}
 	// Both results exist from the start, so a rate() or an alert on failures
 	// has a series before the first one.
-	m.configReloads.WithLabelValues(ReloadSucceeded)
-	m.configReloads.WithLabelValues(ReloadFailed)
+	m.configReloads.WithLabelValues(reloadSucceeded)
+	m.configReloads.WithLabelValues(reloadFailed)
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
 		m.configReloads, m.configInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -81,7 +81,7 @@ func (s *Server) Reload() (bool, error) {
 	old := s.config()
 	next, err := readConfig(s.opts.ConfigPath, s.log)
 	if err != nil {
-		s.metrics.configReloads.WithLabelValues(ReloadFailed).Inc()
+		s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
 		s.log.Error("plugin configuration rejected; still serving the previous one",
 			zap.String("file", s.opts.ConfigPath), zap.String("config_hash", old.hash), zap.Error(err))
 		return false, err
@@ -99,14 +99,14 @@ func (s *Server) Reload() (bool, error) {
 		if err := s.listen(newPath); err != nil {
 			// Still serving on the old name with the new commands is better
 			// than not serving at all; the next change tries again.
-			s.metrics.configReloads.WithLabelValues(ReloadFailed).Inc()
+			s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
 			s.log.Error("plugin configuration loaded but the socket could not move", zap.String("from", oldPath),
 				zap.String("to", newPath), zap.Error(err))
 			return true, err
 		}
 		s.log.Info("plugin socket moved", zap.String("from", oldPath), zap.String("to", newPath))
 	}
-	s.metrics.configReloads.WithLabelValues(ReloadSucceeded).Inc()
+	s.metrics.configReloads.WithLabelValues(reloadSucceeded).Inc()
 	s.log.Info("plugin configuration reloaded", zap.String("file", s.opts.ConfigPath),
 		zap.String("previous_hash", old.hash), zap.String("config_hash", next.hash))
 	s.logServing(next, newPath)
@@ -115,8 +115,8 @@ func (s *Server) Reload() (bool, error) {
 
 // Reload results, the values of cmp_server_config_reloads_total's result label.
 const (
-	ReloadSucceeded = "success"
-	ReloadFailed    = "failure"
+	reloadSucceeded = "success"
+	reloadFailed    = "failure"
 )
 
 // watchConfig reloads whenever the file's content changes, until ctx ends.
@@ -126,7 +126,7 @@ func (s *Server) watchConfig(ctx context.Context) {
 		Fingerprint: serving.FileHash(s.opts.ConfigPath),
 		OnChange: func(_ string, err error) {
 			if err != nil {
-				s.metrics.configReloads.WithLabelValues(ReloadFailed).Inc()
+				s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
 				s.log.Error("plugin configuration unreadable; still serving the previous one",
 					zap.String("file", s.opts.ConfigPath), zap.Error(err))
 				return

@@ -21,12 +21,12 @@ import (
 // Commands are cmp-server's own subcommands; cmd/cmp-server adds helm.
 func Commands() []serving.Command {
 	return []serving.Command{
-		{Name: "serve", Summary: "serve the plugin.yaml in --config-dir on a unix socket, like argocd-cmp-server", Run: Serve},
-		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: Run},
-		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: Call},
-		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: Probe},
-		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: Copy},
-		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: Playground},
+		{Name: "serve", Summary: "serve the plugin.yaml in --config-dir on a unix socket, like argocd-cmp-server", Run: serveCommand},
+		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: runCommand},
+		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: callCommand},
+		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: probeCommand},
+		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: copyCommand},
+		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: playgroundCommand},
 		serving.VersionCommand("cmp-server", version.Version),
 	}
 }

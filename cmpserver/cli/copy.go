@@ -10,10 +10,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-// Copy places this binary at DEST (the copy init container's job): written to a
+// copyCommand places this binary at DEST (the copy init container's job): written to a
 // temp file next to DEST, made 0755 and renamed over DEST, so a sidecar never
 // sees a half-written file.
-func Copy(_ context.Context, args []string, stdio serving.IO) error {
+func copyCommand(_ context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server copy", "DEST")
 	dest, err := fs.ParseAction(args)
 	if err != nil {

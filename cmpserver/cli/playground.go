@@ -8,9 +8,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-// Playground serves the plugin playground page (cmpserver/playground) until
+// playgroundCommand serves the plugin playground page (cmpserver/playground) until
 // SIGINT or SIGTERM.
-func Playground(ctx context.Context, args []string, stdio serving.IO) error {
+func playgroundCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server playground", "--config plugin.yaml --app-dir DIR [--repo-root DIR] [--listen "+playground.DefaultListen+"] [flags]")
 	config := fs.String("config", "plugin.yaml", "the plugin.yaml to try; re-read when it changes")
 	listen := fs.String("listen", playground.DefaultListen, "address of the page; a non-loopback address is accepted only when named here, and then anyone reaching it can run the plugin")

@@ -19,12 +19,12 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
-// Probe exits 0 once the plugin server of this container answers on its socket.
+// probeCommand exits 0 once the plugin server of this container answers on its socket.
 // It is the startupProbe of native sidecars: the kubelet starts the next
 // container (eventually the repo-server) only after it passes, so the
 // repo-server never enumerates sockets before every plugin can answer. It runs
 // in the sidecar with serve's env and defaults, so both resolve the same paths.
-func Probe(ctx context.Context, args []string, stdio serving.IO) error {
+func probeCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server probe", "[--socket-dir DIR] [--config-dir DIR] [--timeout 2s]")
 	var configDir, socketDir string
 	serverDirFlags(fs.FlagSet, &configDir, &socketDir)

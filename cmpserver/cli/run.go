@@ -118,10 +118,10 @@ func readParameters(path string) ([]params.AppParameter, error) {
 	return ps, nil
 }
 
-// Run executes a plugin.yaml locally: cmp-server run generate|parameters|match.
+// runCommand executes a plugin.yaml locally: cmp-server run generate|parameters|match.
 // With --watch it runs again whenever the plugin.yaml or the repository
 // changes, until interrupted.
-func Run(ctx context.Context, args []string, stdio serving.IO) error {
+func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server run", "generate|parameters|match --config FILE --app-dir DIR [flags]")
 	config := fs.String("config", "plugin.yaml", "the plugin.yaml to run")
 	watch := fs.Bool("watch", false, "run again whenever the plugin.yaml or a file under --repo-root (else --app-dir) changes, until interrupted")
@@ -218,8 +218,8 @@ func watchRuns(ctx context.Context, interval time.Duration, config, root string,
 	p.Run(ctx)
 }
 
-// Call drives a running server over its socket like a repo-server.
-func Call(ctx context.Context, args []string, stdio serving.IO) error {
+// callCommand drives a running server over its socket like a repo-server.
+func callCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server call", "--socket PATH generate|parameters|match|check [flags]")
 	socket := fs.String("socket", "", "the plugin's unix socket")
 	timeout := fs.Duration("timeout", 60*time.Second, "request deadline, sent to the server as grpc-timeout")

@@ -57,8 +57,8 @@ func serverDirFlags(fs *flag.FlagSet, configDir, socketDir *string) {
 	fs.StringVar(socketDir, "socket-dir", envDefault(keys.EnvPluginSockFilePath, keys.PluginSocketDir), "directory of the plugin socket (env "+keys.EnvPluginSockFilePath+")")
 }
 
-// Serve runs the plugin server until SIGTERM or SIGINT.
-func Serve(ctx context.Context, args []string, stdio serving.IO) error {
+// serveCommand runs the plugin server until SIGTERM or SIGINT.
+func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server serve", "[flags]   (also: cmp-server [flags])")
 	opts := cmpserver.DefaultOptions()
 	var configDir string

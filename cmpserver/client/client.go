@@ -25,8 +25,8 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 )
 
-// DefaultChunkSize is the repo-server's ARGOCD_CMP_CHUNK_SIZE default.
-const DefaultChunkSize = 1024
+// defaultChunkSize is the repo-server's ARGOCD_CMP_CHUNK_SIZE default.
+const defaultChunkSize = 1024
 
 // Client is one connection to a plugin socket.
 type Client struct {
@@ -178,17 +178,17 @@ func (c *Client) send(stream sender, req Request) error {
 		Size:       tgz.Size,
 		Env:        env,
 	}
-	return SendStream(stream, meta, f, DefaultChunkSize)
+	return sendStream(stream, meta, f, defaultChunkSize)
 }
 
-// SendStream sends meta, then r in chunks of chunkSize bytes. It does not close
+// sendStream sends meta, then r in chunks of chunkSize bytes. It does not close
 // the stream.
-func SendStream(stream sender, meta *pluginpb.ManifestRequestMetadata, r io.Reader, chunkSize int) error {
+func sendStream(stream sender, meta *pluginpb.ManifestRequestMetadata, r io.Reader, chunkSize int) error {
 	if err := stream.Send(&pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_Metadata{Metadata: meta}}); err != nil {
 		return fmt.Errorf("error sending metadata: %w", err)
 	}
 	if chunkSize <= 0 {
-		chunkSize = DefaultChunkSize
+		chunkSize = defaultChunkSize
 	}
 	buf := make([]byte, chunkSize)
 	for {

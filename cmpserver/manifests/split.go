@@ -27,10 +27,10 @@ type SinkFunc func(doc []byte) error
 // Add calls f.
 func (f SinkFunc) Add(doc []byte) error { return f(doc) }
 
-// Owner is a Sink that can keep a document the splitter allocated for it
+// documentOwner is a Sink that can keep a document the splitter allocated for it
 // alone instead of copying it (the gRPC response); Adopt reports whether it
 // did, and the document is then the sink's. A sink that declines gets Add.
-type Owner interface {
+type documentOwner interface {
 	Adopt(doc []byte) bool
 }
 

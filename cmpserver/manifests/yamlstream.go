@@ -64,7 +64,7 @@ func splitYAMLDocuments(r sizedReaderAt, sink Sink) (bool, error) {
 		}
 		// out is this document's alone: a sink that keeps it (a large
 		// document, in the response) never holds it twice.
-		if o, ok := sink.(Owner); ok && o.Adopt(out) {
+		if o, ok := sink.(documentOwner); ok && o.Adopt(out) {
 			return nil
 		}
 		return sink.Add(out)
