@@ -29,6 +29,10 @@ GOLANGCI_LINT_VERSION=v2.15.0
 
 # make e2e-matrix (test/e2e/cmd/matrix): the newest patch the Go module proxy
 # served on 2026-11-26 of every Kubernetes minor from the oldest README promised
-# (1.27) to the newest served, and of every Argo CD minor from v2.10 to v3.6.
+# (1.27) to the newest served, and of every Argo CD minor from v2.10 to v3.6,
+# whose go.mod the checksum database verifies: v2.10.13-v2.10.18 and
+# v2.11.8-v2.11.14 are served but unknown to sum.golang.org (404), so go refuses
+# them; v2.10.12 and v2.11.7 are the newest that verify. (v1.34 stays at the
+# earlier pin, v1.34.4, whose build the cache has.)
 MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15 v1.27.16"
-MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.2.12 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.14 v2.10.18"
+MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.2.12 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.7 v2.10.12"

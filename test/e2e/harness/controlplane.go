@@ -105,6 +105,10 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	cp.apiserver, err = Start("kube-apiserver", []string{kasBin,
 		"--etcd-servers=" + client,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		// From v1.37 the endpoint reconciler refuses a loopback advertise
+		// address; nothing here reads the kubernetes Service's endpoints
+		// (every client dials the URL below), so none keeps them.
+		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(port), "--cert-dir=" + certDir,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",

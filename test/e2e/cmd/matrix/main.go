@@ -28,7 +28,7 @@ type options struct {
 	root, results, logDir string
 	kube, argo            []string
 	axes                  string
-	resume, render        bool
+	resume, rerun, render bool
 	timeout               time.Duration
 }
 
@@ -56,6 +56,7 @@ func run() error {
 	flag.StringVar(&o.results, "results", filepath.Join(root, "docs", "compatibility.json"), "results file (read with -resume and -render, written after each release)")
 	flag.StringVar(&o.logDir, "logs", filepath.Join(cacheDir(), "matrix-logs"), "directory for each release's build and test log")
 	flag.BoolVar(&o.resume, "resume", false, "keep the releases the results file has finished and run only the rest")
+	flag.BoolVar(&o.rerun, "rerun", false, "with -resume, run the releases given even when the results file has finished them")
 	flag.BoolVar(&o.render, "render", false, "only rewrite docs/compatibility.md and README's block from the results file")
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "go test -timeout of one release")
 	flag.Parse()
@@ -98,7 +99,7 @@ func run() error {
 		if step.axis.name == "argocd" {
 			rows = &res.Argo
 		}
-		if done, ok := find(*rows, step.version); o.resume && ok && done.Done() {
+		if done, ok := find(*rows, step.version); o.resume && !o.rerun && ok && done.Done() {
 			fmt.Printf("matrix: %s %s: done in an earlier run, kept\n", step.axis.name, step.version)
 			continue
 		}
