@@ -24,8 +24,12 @@ HELM_VERSION=v3.22.0
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 ETCD_VERSION=v3.5.21
-KUBE_VERSION=v1.34.4
+# The newest Kubernetes the Go module proxy serves that builds and passes here,
+# and one old release; the real node's kubelet is pinned apart (KUBELET_VERSION:
+# test/e2e/tools/kubelet/tools.go says why).
+KUBE_VERSION=v1.37.2
 KUBE_PREV_VERSION=v1.32.13
+KUBELET_VERSION=v1.34.4
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 KUSTOMIZE_VERSION=v5.8.2
 # shellcheck source=hack/versions.sh
@@ -84,10 +88,26 @@ build_etcd() {
   (cd "$ROOT/test/e2e/tools/etcd" &&
     go build -trimpath -ldflags '-s -w' -o "$1/etcd" go.etcd.io/etcd/server/v3)
 }
-build_kube_apiserver() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-apiserver "$1/kube-apiserver" "$2"; }
+build_kube_apiserver() {
+  reuse_matrix_build kube-apiserver "$1/kube-apiserver" "$2" ||
+    build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-apiserver "$1/kube-apiserver" "$2"
+}
 build_kube_apiserver_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-apiserver "$1/kube-apiserver-1.32" "$2"; }
-build_kube_controller_manager() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-controller-manager "$1/kube-controller-manager" "$2"; }
-build_kubelet() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kubelet "$1/kubelet" "$2"; }
+build_kube_controller_manager() {
+  reuse_matrix_build kube-controller-manager "$1/kube-controller-manager" "$2" ||
+    build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-controller-manager "$1/kube-controller-manager" "$2"
+}
+build_kubelet() { build_k8s "$ROOT/test/e2e/tools/kubelet" kubelet "$1/kubelet" "$2"; }
+# reuse_matrix_build CMD OUT VERSION: a release make e2e-matrix built already
+# (kube@VERSION, the same sources) is copied rather than built again.
+reuse_matrix_build() {
+  local minor src
+  minor=$(echo "$3" | cut -d. -f1,2 | sed 's/^v//')
+  src="$CACHE/kube-apiserver-$minor-$3/$1-$minor"
+  [ -x "$src" ] || return 1
+  log "reusing $src"
+  cp "$src" "$2"
+}
 build_kube_controller_manager_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-controller-manager "$1/kube-controller-manager-1.32" "$2"; }
 # build_k8s MODULE COMMAND OUT VERSION: a k8s.io/kubernetes command from a tools
 # module, reporting VERSION as a release build would.
@@ -304,7 +324,7 @@ one() {
   kube-apiserver-1.32) cached kube-apiserver-1.32 "$KUBE_PREV_VERSION" build_kube_apiserver_prev ;;
   kube-controller-manager) cached kube-controller-manager "$KUBE_VERSION" build_kube_controller_manager ;;
   kube-controller-manager-1.32) cached kube-controller-manager-1.32 "$KUBE_PREV_VERSION" build_kube_controller_manager_prev ;;
-  kubelet) cached kubelet "$KUBE_VERSION" build_kubelet ;;
+  kubelet) cached kubelet "$KUBELET_VERSION" build_kubelet ;;
   # The real node of the end-to-end suite: Debian's containerd 1.6 and runc, the
   # CNI reference plugins, iptables (the kubelet and the bridge plugin call it),
   # busybox-static (the shell of test images) and util-linux's unshare/nsenter.

@@ -23,14 +23,25 @@ import (
 // its live update, users, shared volumes, pod networking and deletion.
 // `make e2e-node` runs it (as root); `make e2e` skips it.
 
-// kubeletMinor is the pinned kubelet's minor (hack/tools.sh KUBE_VERSION); a
-// kubelet newer than the apiserver is an unsupported skew.
-const kubeletMinor = "v1.34"
+// kubeletMinor is the pinned kubelet's minor (hack/tools.sh KUBELET_VERSION).
+const kubeletMinor = 34
+
+// skipUnsupportedSkew skips a real-node test when the apiserver and the pinned
+// kubelet are a skew Kubernetes does not support: a kubelet newer than its
+// apiserver, or more than three minors older.
+func skipUnsupportedSkew(t *testing.T) {
+	t.Helper()
+	var major, minor int
+	if _, err := fmt.Sscanf(env.k8sVer, "v%d.%d", &major, &minor); err != nil {
+		t.Fatalf("apiserver version %q: %v", env.k8sVer, err)
+	}
+	if minor < kubeletMinor || minor > kubeletMinor+3 {
+		t.Skipf("the real node's kubelet is v1.%d and the apiserver %s, a skew Kubernetes does not support: `make e2e-node` runs it against the pinned apiserver", kubeletMinor, env.k8sVer)
+	}
+}
 
 func TestRealNode(t *testing.T) {
-	if minorVersion() != kubeletMinor {
-		t.Skipf("the real node's kubelet is %s; the apiserver is %s, and a kubelet newer than its apiserver is unsupported: `make e2e-node` runs it against %s", kubeletMinor, env.k8sVer, kubeletMinor)
-	}
+	skipUnsupportedSkew(t)
 	before, err := harness.SnapshotHost()
 	if err != nil {
 		t.Fatal(err)
@@ -412,9 +423,7 @@ func checkDrained(t *testing.T, node *harness.Node, pod *corev1.Pod) {
 // and the kubelet's kernel tunables. The next run undoes that from the record
 // the killed one left in the tool cache.
 func TestRealNodeKilledRunIsUndone(t *testing.T) {
-	if minorVersion() != kubeletMinor {
-		t.Skipf("the real node's kubelet is %s and the apiserver %s: `make e2e-node` runs it against %s", kubeletMinor, env.k8sVer, kubeletMinor)
-	}
+	skipUnsupportedSkew(t)
 	before, err := harness.SnapshotHost()
 	if err != nil {
 		t.Fatal(err)
