@@ -190,8 +190,14 @@ build_argocd_operator() {
 # toolchain the release needs (local, or $ARGOCD_GO when it asks for a newer Go).
 matrix_module() {
   local dir=$1 mod=$2 v=$3 sedexpr=$4 gomod golines goline
-  gomod=$(GOTOOLCHAIN=$ARGOCD_GO go mod download -json "$mod@$v" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [ -f "$gomod" ] || { log "no go.mod for $mod@$v"; return 1; }
+  local dl
+  dl=$(GOTOOLCHAIN=$ARGOCD_GO go mod download -json "$mod@$v" || true)
+  gomod=$(echo "$dl" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  if [ ! -f "$gomod" ]; then
+    # go's own reason, e.g. a version the checksum database does not know.
+    log "cannot download $mod@$v: $(echo "$dl" | sed -n 's/.*"Error": "\(.*\)".*/\1/p')"
+    return 1
+  fi
   golines=$(grep -E '^(go|godebug) ' "$gomod")
   goline=$(echo "$golines" | sed -n 's/^go //p')
   mkdir -p "$dir"

@@ -96,3 +96,19 @@ func TestBuildFailureLine(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestDocumentsShowThePlan(t *testing.T) {
+	r := &Results{
+		Kube:        []Row{{Version: "v1.37.2", Build: "ok", Scenarios: []Scenario{{Name: "TestA", Result: "pass"}}}},
+		Argo:        []Row{{Version: "v2.10.18", Build: "failed", BuildReason: "not verified"}, {Version: "v2.10.12", Build: "ok", Scenarios: []Scenario{{Name: "TestA", Result: "pass"}}}},
+		PlannedKube: []string{"v1.37.2", "v1.36.5"},
+		PlannedArgo: []string{"v2.10.12"},
+	}
+	doc := renderDoc(r)
+	if strings.Contains(doc, "v2.10.18") {
+		t.Errorf("a release no longer planned is in the document:\n%s", doc)
+	}
+	if !strings.Contains(doc, "Not run yet: v1.36.5.") {
+		t.Errorf("the planned release without a row is not named:\n%s", doc)
+	}
+}
