@@ -32,20 +32,10 @@ func parseDynamic(out []byte) ([]params.Announcement, error) {
 // it decodes: runCommand drops one trailing newline, then json.Unmarshal into
 // []*apiclient.ParameterAnnouncement.
 func argoDecodeError(out []byte) string {
-	// Argo CD's reposerver/apiclient type as its JSON decoder sees it, with
-	// its Go name, which type errors print ("Go struct field
-	// ParameterAnnouncement.required of type bool").
-	type ParameterAnnouncement struct {
-		Name           string            `json:"name,omitempty"`
-		Title          string            `json:"title,omitempty"`
-		Tooltip        string            `json:"tooltip,omitempty"`
-		Required       bool              `json:"required,omitempty"`
-		ItemType       string            `json:"itemType,omitempty"`
-		CollectionType string            `json:"collectionType,omitempty"`
-		String         string            `json:"string,omitempty"`
-		Array          []string          `json:"array,omitempty"`
-		Map            map[string]string `json:"map,omitempty"`
-	}
+	// Argo CD's reposerver/apiclient type as its JSON decoder sees it: the
+	// fields of params.Announcement under Argo's Go name, which type errors
+	// print ("Go struct field ParameterAnnouncement.required of type bool").
+	type ParameterAnnouncement params.Announcement
 	var as []*ParameterAnnouncement
 	err := json.Unmarshal(bytes.TrimSuffix(out, []byte("\n")), &as)
 	if err == nil {
