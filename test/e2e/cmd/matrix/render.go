@@ -84,6 +84,11 @@ func table(b *strings.Builder, axis string, rows []Row) {
 	}
 	b.WriteString("\n| commit |")
 	for _, row := range rows {
+		if row.Commit == "" {
+			// Rows of the first run, before each row recorded its commit.
+			b.WriteString(" not recorded |")
+			continue
+		}
 		b.WriteString(" `" + short(row.Commit) + "` |")
 	}
 	b.WriteString("\n| all |")
