@@ -133,15 +133,15 @@ func plan(o options, pins map[string]string) []step {
 			tool := "kube-apiserver-" + minor(v)
 			switch v {
 			case pins["KUBE_VERSION"]:
-				return []string{"etcd", "helm", "kube-apiserver", "kube-controller-manager", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "redis-server"},
+				return []string{"etcd", "helm", "kube-apiserver", "kube-controller-manager", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
 					[]string{"E2E_KUBE_APISERVER=kube-apiserver"}
 			case pins["KUBE_PREV_VERSION"]:
-				return []string{"etcd", "helm", "kube-apiserver-1.32", "kube-controller-manager-1.32", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "redis-server"},
+				return []string{"etcd", "helm", "kube-apiserver-1.32", "kube-controller-manager-1.32", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
 					[]string{"E2E_KUBE_APISERVER=" + tool}
 			}
 			// The stored-pod goldens are per minor: a minor without them
 			// records what its API server stored instead of failing.
-			return []string{"etcd", "helm", "kube@" + v, "argocd", "repoclient", "argocd-v2", "repoclient-v2", "redis-server"},
+			return []string{"etcd", "helm", "kube@" + v, "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
 				[]string{"E2E_KUBE_APISERVER=" + tool, "E2E_RECORD_GOLDENS=" + filepath.Join(o.logDir, "goldens-"+v)}
 		},
 	}
