@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -457,19 +458,9 @@ func argoHelmRelease(t *testing.T, rel harness.ArgoRelease, repoURL, commit stri
 // setPath sets obj's nested field, creating the maps on the way.
 func setPath(t *testing.T, obj map[string]any, value any, path ...string) {
 	t.Helper()
-	m := obj
-	for _, k := range path[:len(path)-1] {
-		next, ok := m[k].(map[string]any)
-		if !ok {
-			if m[k] != nil {
-				t.Fatalf("%s is not an object", strings.Join(path, "."))
-			}
-			next = map[string]any{}
-			m[k] = next
-		}
-		m = next
+	if err := unstructured.SetNestedField(obj, value, path...); err != nil {
+		t.Fatal(err)
 	}
-	m[path[len(path)-1]] = value
 }
 
 // restoreArgoHelmRender adds back what chart 10.x renders on the repo-server

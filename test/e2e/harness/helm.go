@@ -3,7 +3,6 @@ package harness
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,17 +121,7 @@ func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io
 
 // waitReady waits until /readyz is 200.
 func (in *Injector) waitReady() error {
-	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
-		if done, werr := in.proc.Exited(); done {
-			return false, fmt.Errorf("cmp-injector exited: %v\n%s", werr, tail(in.proc.Output(), 4000))
-		}
-		resp, err := http.Get(in.MetricsURL + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, fmt.Errorf("/readyz: %s", resp.Status)
-	})
+	return in.proc.waitHTTPOK("cmp-injector", in.MetricsURL+"/readyz", 30*time.Second, 50*time.Millisecond)
 }
 
 // FirstLines is the first n lines of s (for printing helm's output).

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,17 +135,7 @@ func StartOperator(kubeconfig, namespace, dir string, logTo io.Writer) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	err = Eventually(120*time.Second, 200*time.Millisecond, func() (bool, error) {
-		if done, werr := o.proc.Exited(); done {
-			return false, fmt.Errorf("argocd-operator exited: %v\n%s", werr, tail(o.proc.Output(), 4000))
-		}
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, fmt.Errorf("argocd-operator /readyz: %s", resp.Status)
-	})
+	err = o.proc.waitHTTPOK("argocd-operator", "http://"+probe+"/readyz", 120*time.Second, 200*time.Millisecond)
 	if err != nil {
 		_ = o.Stop()
 		return nil, err

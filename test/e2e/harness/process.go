@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,6 +80,23 @@ func (p *Process) Wait(timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("%s (pid %d) still running after %s", p.Name, p.PID(), timeout)
 	}
+}
+
+// waitHTTPOK polls url until it answers 200, failing at once with the
+// process's last output when the process exits first: the readiness wait of
+// every server the harness starts and probes over HTTP.
+func (p *Process) waitHTTPOK(name, url string, timeout, every time.Duration) error {
+	return Eventually(timeout, every, func() (bool, error) {
+		if done, werr := p.Exited(); done {
+			return false, fmt.Errorf("%s exited: %v\n%s", name, werr, tail(p.Output(), 4000))
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("%s %s: %s", name, url, resp.Status)
+	})
 }
 
 // Signal sends sig to the child only.
