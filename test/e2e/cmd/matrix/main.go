@@ -130,19 +130,22 @@ func plan(o options, pins map[string]string) []step {
 		// Every test but the real node, which runs the pinned kubelet.
 		skip: "TestRealNode",
 		tools: func(v string) ([]string, []string) {
-			tool := "kube-apiserver-" + minor(v)
+			// What the suite needs whatever the release, then the release's
+			// kube-apiserver and kube-controller-manager: a pin's own tools,
+			// else the matrix build (bin/kube-apiserver-X.Y).
+			tools := []string{"etcd", "helm", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"}
+			apiserver := "kube-apiserver-" + minor(v)
 			switch v {
 			case pins["KUBE_VERSION"]:
-				return []string{"etcd", "helm", "kube-apiserver", "kube-controller-manager", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
-					[]string{"E2E_KUBE_APISERVER=kube-apiserver"}
+				apiserver = "kube-apiserver"
+				return append(tools, apiserver, "kube-controller-manager"), []string{"E2E_KUBE_APISERVER=" + apiserver}
 			case pins["KUBE_PREV_VERSION"]:
-				return []string{"etcd", "helm", "kube-apiserver-1.32", "kube-controller-manager-1.32", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
-					[]string{"E2E_KUBE_APISERVER=" + tool}
+				return append(tools, apiserver, "kube-controller-manager-"+minor(v)), []string{"E2E_KUBE_APISERVER=" + apiserver}
 			}
 			// The stored-pod goldens are per minor: a minor without them
 			// records what its API server stored instead of failing.
-			return []string{"etcd", "helm", "kube@" + v, "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"},
-				[]string{"E2E_KUBE_APISERVER=" + tool, "E2E_RECORD_GOLDENS=" + filepath.Join(o.logDir, "goldens-"+v)}
+			return append(tools, "kube@"+v),
+				[]string{"E2E_KUBE_APISERVER=" + apiserver, "E2E_RECORD_GOLDENS=" + filepath.Join(o.logDir, "goldens-"+v)}
 		},
 	}
 	argo := axis{

@@ -112,3 +112,36 @@ func TestDocumentsShowThePlan(t *testing.T) {
 		t.Errorf("the planned release without a row is not named:\n%s", doc)
 	}
 }
+
+// Each release gets its own binaries: a pin its pinned tools, another release
+// the matrix build, and the suite is pointed at the same kube-apiserver.
+func TestPlanPicksEachReleasesTools(t *testing.T) {
+	pins := map[string]string{"KUBE_VERSION": "v1.37.2", "KUBE_PREV_VERSION": "v1.32.13", "ARGOCD_VERSION": "v3.6.1", "ARGOCD_V2_VERSION": "v2.12.13"}
+	o := options{axes: "kubernetes,argocd", logDir: "/logs", kube: []string{"v1.37.2", "v1.32.13", "v1.33.13"}, argo: []string{"v3.6.1", "v2.10.12"}}
+	want := []struct{ tool, env string }{
+		{"kube-controller-manager", "E2E_KUBE_APISERVER=kube-apiserver"},
+		{"kube-controller-manager-1.32", "E2E_KUBE_APISERVER=kube-apiserver-1.32"},
+		{"kube@v1.33.13", "E2E_KUBE_APISERVER=kube-apiserver-1.33"},
+		{"repoclient", "E2E_ARGOCD=argocd:repoclient"},
+		{"argocd@v2.10.12", "E2E_ARGOCD=argocd-2.10:repoclient-2.10"},
+	}
+	steps := plan(o, pins)
+	if len(steps) != len(want) {
+		t.Fatalf("%d steps, want %d", len(steps), len(want))
+	}
+	for i, st := range steps {
+		tools, env := st.axis.tools(st.version)
+		if !contains(tools, want[i].tool) || !contains(env, want[i].env) {
+			t.Errorf("%s %s: tools %v, env %v; want %s and %s", st.axis.name, st.version, tools, env, want[i].tool, want[i].env)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
