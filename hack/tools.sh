@@ -89,24 +89,29 @@ build_etcd() {
     go build -trimpath -ldflags '-s -w' -o "$1/etcd" go.etcd.io/etcd/server/v3)
 }
 build_kube_apiserver() {
-  reuse_matrix_build kube-apiserver "$1/kube-apiserver" "$2" ||
+  reuse_k8s kube-apiserver "$1/kube-apiserver" "$2" ||
     build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-apiserver "$1/kube-apiserver" "$2"
 }
 build_kube_apiserver_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-apiserver "$1/kube-apiserver-1.32" "$2"; }
 build_kube_controller_manager() {
-  reuse_matrix_build kube-controller-manager "$1/kube-controller-manager" "$2" ||
+  reuse_k8s kube-controller-manager "$1/kube-controller-manager" "$2" ||
     build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kube-controller-manager "$1/kube-controller-manager" "$2"
 }
 build_kubelet() { build_k8s "$ROOT/test/e2e/tools/kubelet" kubelet "$1/kubelet" "$2"; }
-# reuse_matrix_build CMD OUT VERSION: a release make e2e-matrix built already
-# (kube@VERSION, the same sources) is copied rather than built again.
-reuse_matrix_build() {
+# reuse_k8s CMD OUT VERSION: the same release's CMD already built under the
+# other naming (a pin's cache, or the matrix's kube@VERSION) is copied rather
+# than built again; both come from the same sources.
+reuse_k8s() {
   local minor src
   minor=$(echo "$3" | cut -d. -f1,2 | sed 's/^v//')
-  src="$CACHE/kube-apiserver-$minor-$3/$1-$minor"
-  [ -x "$src" ] || return 1
-  log "reusing $src"
-  cp "$src" "$2"
+  for src in "$CACHE/$1-$3/$1" "$CACHE/kube-apiserver-$minor-$3/$1-$minor"; do
+    if [ -x "$src" ]; then
+      log "reusing $src"
+      cp "$src" "$2"
+      return
+    fi
+  done
+  return 1
 }
 build_kube_controller_manager_prev() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver-1.32" kube-controller-manager "$1/kube-controller-manager-1.32" "$2"; }
 # build_k8s MODULE COMMAND OUT VERSION: a k8s.io/kubernetes command from a tools
@@ -257,9 +262,8 @@ build_matrix_kube() {
   dir="$CACHE/.modules/kube-$v"
   minor=$(echo "$v" | cut -d. -f2)
   # A release that is (or was) a pin is already built: reuse it.
-  if [ -x "$CACHE/kube-apiserver-$v/kube-apiserver" ] && [ -x "$CACHE/kube-controller-manager-$v/kube-controller-manager" ]; then
-    cp "$CACHE/kube-apiserver-$v/kube-apiserver" "$out/kube-apiserver-1.$minor"
-    cp "$CACHE/kube-controller-manager-$v/kube-controller-manager" "$out/kube-controller-manager-1.$minor"
+  if reuse_k8s kube-apiserver "$out/kube-apiserver-1.$minor" "$v" &&
+    reuse_k8s kube-controller-manager "$out/kube-controller-manager-1.$minor" "$v"; then
     return
   fi
   tc=$(matrix_module "$dir" k8s.io/kubernetes "$v" "s#=> \./staging/src/(k8s.io/[a-z0-9-]+)\$#=> \1 v0.${v#v1.}#")
