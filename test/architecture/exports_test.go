@@ -117,12 +117,6 @@ func (p *parsed) expose(name string, expr ast.Node) {
 	if expr == nil {
 		return
 	}
-	if p.refs == nil {
-		p.refs = map[string]map[string]bool{}
-	}
-	if p.refs[name] == nil {
-		p.refs[name] = map[string]bool{}
-	}
 	ast.Inspect(expr, func(n ast.Node) bool {
 		switch x := n.(type) {
 		case *ast.SelectorExpr:
@@ -134,7 +128,7 @@ func (p *parsed) expose(name string, expr ast.Node) {
 			}
 		case *ast.Ident:
 			if x.IsExported() {
-				p.refs[name][x.Name] = true
+				p.exposeName(name, x.Name)
 			}
 		}
 		return true
