@@ -1,0 +1,193 @@
+package tenancy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Call is what the repo-server asks of a plugin; each carries different
+// facts about the Application (Argo CD's repo-server, reposerver/repository):
+// GenerateManifest sends the project and the repository, the parameters
+// announcement only the repository, and discovery is sent whatever env the
+// caller had, which may hold neither.
+type Call int
+
+const (
+	// Generate is GenerateManifest: both rules apply, and a request without
+	// the value a rule needs is refused.
+	Generate Call = iota
+	// Parameters is GetParametersAnnouncement: Argo CD sends no project with
+	// it, so only allowedSourceRepos applies.
+	Parameters
+	// Match is MatchRepository (discovery). It is never refused: refusing
+	// would make an Application without an explicit source type fall back
+	// silently to plain YAML, where a refused GenerateManifest names the
+	// rule on the Application.
+	Match
+)
+
+// Request is what a decision reads of one request: every value of
+// ARGOCD_APP_PROJECT_NAME and ARGOCD_APP_SOURCE_REPO_URL in its env (normally
+// one each; none when the repo-server did not send it).
+type Request struct {
+	Call     Call
+	Projects []string
+	Repos    []string
+}
+
+// Reason says why a request was allowed or refused; the values are the
+// reason label of cmp_server_tenancy_refusals_total and the logs' reason.
+type Reason string
+
+const (
+	// Allowed: the rules hold, or there are none.
+	Allowed Reason = "allowed"
+	// NotChecked: the call is discovery, which is never refused.
+	NotChecked Reason = "not_checked"
+	// ProjectMissing: allowedProjects is set and the request names no project.
+	ProjectMissing Reason = "project_missing"
+	// ProjectNotAllowed: the project matches no allowed pattern, or a deny one.
+	ProjectNotAllowed Reason = "project_not_allowed"
+	// RepoMissing: allowedSourceRepos is set and the request names no repository.
+	RepoMissing Reason = "repo_missing"
+	// RepoNotAllowed: the repository matches no allowed pattern, or a deny one.
+	RepoNotAllowed Reason = "repo_not_allowed"
+	// Ambiguous: the env names two different projects or repositories, so
+	// which one a command would see is not known.
+	Ambiguous Reason = "ambiguous"
+)
+
+// RefusalReasons are the reasons a request is refused for, for metrics that
+// must have every series from the start.
+var RefusalReasons = []Reason{ProjectMissing, ProjectNotAllowed, RepoMissing, RepoNotAllowed, Ambiguous}
+
+// Decision is the outcome for one request.
+type Decision struct {
+	Reason Reason
+	// Field is the rule that decided (allowedProjects or
+	// allowedSourceRepos); "" when no rule did.
+	Field string
+	// Patterns is that rule's list, as written.
+	Patterns []string
+	// Deny is the deny pattern that matched, if one did.
+	Deny string
+	// Project and Repo are the request's values (Repo with its credentials
+	// hidden), for messages.
+	Project, Repo string
+}
+
+// Allowed reports whether the request may proceed.
+func (d Decision) Allowed() bool { return d.Reason == Allowed || d.Reason == NotChecked }
+
+// Decide applies r to req. Patterns that do not compile match nothing (the
+// catalog and the plugin server validate them before they are used).
+func Decide(r Rules, req Request) Decision {
+	if req.Call == Match {
+		return Decision{Reason: NotChecked}
+	}
+	d := Decision{}
+	project, okProject := single(req.Projects)
+	repo, okRepo := single(req.Repos)
+	d.Project, d.Repo = project, RedactRepoURL(repo)
+	if req.Call == Generate && r.AllowedProjects != nil {
+		d.Field, d.Patterns = FieldProjects, r.AllowedProjects
+		switch {
+		case !okProject:
+			d.Reason = Ambiguous
+			return d
+		case project == "":
+			d.Reason = ProjectMissing
+			return d
+		}
+		if ok, deny := matchList(r.AllowedProjects, project, func(s string) string { return s }); !ok {
+			d.Reason, d.Deny = ProjectNotAllowed, deny
+			return d
+		}
+	}
+	if r.AllowedSourceRepos != nil {
+		d.Field, d.Patterns = FieldSourceRepos, r.AllowedSourceRepos
+		switch {
+		case !okRepo:
+			d.Reason = Ambiguous
+			return d
+		case repo == "":
+			d.Reason = RepoMissing
+			return d
+		}
+		if ok, deny := matchList(r.AllowedSourceRepos, repo, NormalizeRepoURL); !ok {
+			d.Reason, d.Deny = RepoNotAllowed, deny
+			return d
+		}
+	}
+	return Decision{Reason: Allowed, Project: project, Repo: d.Repo}
+}
+
+// single is the one value of vs: "" when there is none, false when there
+// are different ones.
+func single(vs []string) (string, bool) {
+	v := ""
+	for i, x := range vs {
+		if i > 0 && x != v {
+			return "", false
+		}
+		v = x
+	}
+	return v, true
+}
+
+// matchList: text is allowed when an allow pattern matches it and no deny
+// pattern does (Argo CD's sourceRepos rule); deny is the deny pattern that
+// refused it. norm is applied to the text and to every pattern.
+func matchList(patterns []string, text string, norm func(string) string) (ok bool, deny string) {
+	text = norm(text)
+	allowed := false
+	for _, raw := range patterns {
+		pat, isDeny := strings.CutPrefix(raw, "!")
+		re, err := compileGlob(norm(pat))
+		if err != nil {
+			continue
+		}
+		m := re.MatchString(text)
+		if isDeny && m {
+			return false, raw
+		}
+		allowed = allowed || (m && !isDeny)
+	}
+	return allowed, ""
+}
+
+// Message is the refusal's text, which Argo CD shows on the Application: it
+// names the plugin, the project and the rule. It is "" for an allowed
+// request.
+func (d Decision) Message(plugin string) string {
+	if d.Allowed() {
+		return ""
+	}
+	rule := fmt.Sprintf("%s [%s]", d.Field, strings.Join(d.Patterns, ", "))
+	project := "project " + quoteOr(d.Project, "(none)")
+	switch d.Reason {
+	case ProjectMissing:
+		return fmt.Sprintf("plugin %q refuses this request: it names no Argo CD project, and the plugin is limited to %s; Argo CD sends the project only with GenerateManifest", plugin, rule)
+	case ProjectNotAllowed:
+		if d.Deny != "" {
+			return fmt.Sprintf("plugin %q refuses %s: it matches %q in %s", plugin, project, d.Deny, rule)
+		}
+		return fmt.Sprintf("plugin %q refuses %s: it is not in %s", plugin, project, rule)
+	case RepoMissing:
+		return fmt.Sprintf("plugin %q refuses %s: the request names no source repository, and the plugin is limited to %s", plugin, project, rule)
+	case RepoNotAllowed:
+		if d.Deny != "" {
+			return fmt.Sprintf("plugin %q refuses repository %q of %s: it matches %q in %s", plugin, d.Repo, project, d.Deny, rule)
+		}
+		return fmt.Sprintf("plugin %q refuses repository %q of %s: it matches none of %s", plugin, d.Repo, project, rule)
+	default:
+		return fmt.Sprintf("plugin %q refuses this request (%s): its env carries two different values of what %s checks, so which one applies is unknown", plugin, project, rule)
+	}
+}
+
+func quoteOr(s, none string) string {
+	if s == "" {
+		return none
+	}
+	return fmt.Sprintf("%q", s)
+}
