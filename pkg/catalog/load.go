@@ -117,8 +117,13 @@ func inlineConfig(p *problems, field string, e *Entry) {
 		p.addf(field, "%v", err)
 		return
 	}
-	e.InlineYAML = string(y)
 	e.Parsed = parsed
+	if y, err = withTenancy(e, y); err != nil {
+		p.addf(field, "%v", err)
+		e.Parsed = nil
+		return
+	}
+	e.InlineYAML = string(y)
 	e.Socket = socketName(parsed)
 }
 

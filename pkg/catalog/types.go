@@ -10,6 +10,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
 
 // catalogAPIVersion and catalogKind identify a catalog file.
@@ -144,6 +145,9 @@ type Plugin struct {
 	// Home, when set, gives the sidecar a writable HOME (an emptyDir).
 	Home   *Home        `json:"home,omitempty"`
 	Config ConfigSource `json:"config"`
+	// Rules (allowedProjects, allowedSourceRepos) limit which Argo CD
+	// projects and repositories may use the plugin; absent: all (tenancy.go).
+	tenancy.Rules
 }
 
 // Volume is one volume of a plugin's sidecar: where it is mounted and

@@ -146,6 +146,7 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 	validateVolumes(p, name, pl.Volumes)
 	validateHome(p, field+".home", pl.Home)
 	validateConfigSource(p, field+".config", &pl.Config)
+	validateTenancy(p, field, pl)
 }
 
 func validateConfigSource(p *problems, field string, c *ConfigSource) {

@@ -2,7 +2,10 @@
 // plugin server and the injector's catalog use.
 package pluginconfig
 
-import "github.com/cmp-injector/cmp-injector/pkg/params"
+import (
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
+)
 
 // Kind is the only accepted value of the kind field.
 const Kind = "ConfigManagementPlugin"
@@ -40,6 +43,11 @@ type Spec struct {
 	// then share one read-only unpacked tree (cmp-server's trees.go). Argo CD
 	// has no such key and ignores it.
 	ReadOnlyRepository bool `json:"readOnlyRepository,omitempty"`
+	// Rules (spec.allowedProjects, spec.allowedSourceRepos) limit which Argo
+	// CD projects and repositories the plugin serves; cmp-server refuses the
+	// others (tenancy.go). The injector writes them from the catalog. Argo
+	// CD has no such keys and ignores them.
+	tenancy.Rules
 }
 
 // Command is an argv: Command followed by Args, executed without a shell.

@@ -42,6 +42,9 @@ func (p *Plugin) Validate() error {
 			}
 		}
 	}
+	for _, pr := range p.Spec.Rules.Validate() {
+		bad("spec.%s", pr)
+	}
 	if len(problems) == 0 {
 		return nil
 	}
