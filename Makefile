@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-matrix e2e-node lint proto proto-check chart bench bench-e2e fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-matrix e2e-node lint proto proto-check chart bench bench-e2e bench-node fuzz demo clean static-check images
 
 all: build
 
@@ -136,6 +136,16 @@ BENCH_ARGS ?=
 bench-e2e: build
 	hack/tools.sh argocd cmpbench
 	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/bench $(BENCH_ARGS)
+
+## bench-node: the real node's figures (root; see e2e-node): pod creation → each
+## container started → repo-server started → Ready for 0, 1 and 4 plugins injected
+## and as Argo CD's hand-written sidecars, GenerateManifest with the plugin's /tmp
+## on disk and in memory, and each container's memory from its cgroup, printed side
+## by side (E2E_NODE_BENCH_PODS=10 for more pods); nothing asserts a time
+bench-node:
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-node needs root, as e2e-node does"; exit 1; fi
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
+	E2E_NODE_BENCH=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 60m -v -run '^TestNodeBench$$' ./test/e2e/
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

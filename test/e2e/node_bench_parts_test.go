@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// The three parts of the node bench (node_bench_test.go), each measuring and
+// then printing its table.
+
+// startConfig is one pod shape of part 1.
+type startConfig struct {
+	name string
+	pod  func(name string) *corev1.Pod
+}
+
+// startSample is one pod's start, in ms from the create request.
+type startSample struct {
+	started           map[string]float64 // each running container's first process
+	ready             float64            // first seen Ready (50 ms polls)
+	kubeletRepoServer int64              // the kubelet's startedAt − creationTimestamp, whole s
+	kubeletReady      int64              // the Ready condition's transition − creationTimestamp, whole s
+}
+
+// podStart creates pods of every configuration in turn (so the machine's
+// drift spreads over all of them), one pod on the node at a time.
+func (b *nodeBench) podStart(configs []startConfig, pods int) {
+	samples := make([][]startSample, len(configs))
+	for i := 0; i < pods; i++ {
+		for j, cfg := range configs {
+			samples[j] = append(samples[j], b.startOnce(cfg, fmt.Sprintf("bench-start-%d-%d", j, i)))
+		}
+	}
+	printPodStart(configs, samples)
+}
+
+func (b *nodeBench) startOnce(cfg startConfig, name string) startSample {
+	b.t.Helper()
+	pod := cfg.pod(name)
+	t0 := time.Now()
+	if _, err := env.cp.Client().CreatePod(chainNS, pod, false); err != nil {
+		b.t.Fatal(err)
+	}
+	ready, readyAt := b.waitReady(name)
+	starts, err := b.node.ProcessStarts(ready)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	s := startSample{started: map[string]float64{}, ready: ms(readyAt.Sub(t0))}
+	for n, at := range starts {
+		s.started[n] = ms(at.Sub(t0))
+	}
+	created := ready.CreationTimestamp.Time
+	for _, st := range ready.Status.ContainerStatuses {
+		if st.Name == repoServerName && st.State.Running != nil {
+			s.kubeletRepoServer = int64(st.State.Running.StartedAt.Sub(created).Seconds())
+		}
+	}
+	for _, cond := range ready.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			s.kubeletReady = int64(cond.LastTransitionTime.Sub(created).Seconds())
+		}
+	}
+	if _, ok := s.started[repoServerName]; !ok {
+		b.t.Fatalf("pod %s: no process of %s", name, repoServerName)
+	}
+	b.remove(ready)
+	return s
+}
+
+func printPodStart(configs []startConfig, samples [][]startSample) {
+	fmt.Printf("\n-- Pod start: ms from the pod's create request (median of %d pods, one pod on the node at a time)\n", len(samples[0]))
+	fmt.Println("   started: the container's first process (/proc, 10 ms ticks); Ready: first seen Ready (50 ms polls;")
+	fmt.Println("   Argo CD's repo-server readinessProbe has initialDelaySeconds 5, period 10). kubelet: its own status")
+	fmt.Println("   timestamps, which the API keeps in whole seconds (startedAt and Ready − creationTimestamp).")
+	fmt.Printf("   %-30s %12s %12s %9s %18s\n", "pods", "repo-server", "+ vs none", "Ready", "kubelet: rs, Ready")
+	var none float64
+	for j, cfg := range configs {
+		rs := median(pick(samples[j], func(s startSample) float64 { return s.started[repoServerName] }))
+		if j == 0 {
+			none = rs
+		}
+		fmt.Printf("   %-30s %12s %12s %9s %13d s, %d s\n", cfg.name, msText(rs), fmt.Sprintf("+%s", msText(rs-none)),
+			msText(median(pick(samples[j], func(s startSample) float64 { return s.ready }))),
+			medianInt(pick(samples[j], func(s startSample) float64 { return float64(s.kubeletRepoServer) })),
+			medianInt(pick(samples[j], func(s startSample) float64 { return float64(s.kubeletReady) })))
+	}
+	fmt.Println("   each container started, in start order (median ms; min-max):")
+	for j, cfg := range configs {
+		names := []string{}
+		for n := range samples[j][0].started {
+			names = append(names, n)
+		}
+		med := map[string]float64{}
+		for _, n := range names {
+			med[n] = median(pick(samples[j], func(s startSample) float64 { return s.started[n] }))
+		}
+		sort.Slice(names, func(a, c int) bool { return med[names[a]] < med[names[c]] })
+		parts := make([]string, 0, len(names))
+		for _, n := range names {
+			v := pick(samples[j], func(s startSample) float64 { return s.started[n] })
+			parts = append(parts, fmt.Sprintf("%s %s (%s-%s)", n, msText(med[n]), msText(slices.Min(v)), msText(slices.Max(v))))
+		}
+		fmt.Printf("   %-30s %s\n", cfg.name+":", strings.Join(parts, ", "))
+	}
+}
+
+// tmpMedia sends one warm-up and then runs GenerateManifest requests per
+// repository to each pod's repo-server in turn (the pods differ only in
+// the plugin's /tmp medium) and prints the wall times and our server's own
+// request durations (its "request done" log line).
+func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int) {
+	b.t.Helper()
+	plugin := benchPlugins[0]
+	sidecar := keys.SidecarName(plugin)
+	type cell struct{ wall, server []float64 }
+	cells := make([][]cell, len(pods))
+	rss := make([]*harness.RepoServer, len(pods))
+	for i, p := range pods {
+		rss[i], cells[i] = b.repoServer(p), make([]cell, len(repos))
+	}
+	for ri, repo := range repos {
+		seen := make([]int, len(pods))
+		for i := range pods {
+			// The warm-up: the repo-server clones the repository.
+			if _, err := b.generate(rss[i], repo, plugin); err != nil {
+				b.t.Fatalf("pod %s, %d files: %v", pods[i].Name, repo.files, err)
+			}
+			seen[i] = len(requestDurations(b.node.ContainerLogs(pods[i])[sidecar]))
+		}
+		for r := 0; r < runs; r++ {
+			for i := range pods {
+				took, err := b.generate(rss[i], repo, plugin)
+				if err != nil {
+					b.t.Fatalf("pod %s, %d files: %v", pods[i].Name, repo.files, err)
+				}
+				cells[i][ri].wall = append(cells[i][ri].wall, ms(took))
+			}
+		}
+		for i := range pods {
+			cells[i][ri].server = requestDurations(b.node.ContainerLogs(pods[i])[sidecar])[seen[i]:]
+		}
+	}
+	fmt.Printf("\n-- GenerateManifest through Argo CD's repo-server, plugin %s injected, its /tmp on each medium\n", plugin)
+	fmt.Printf("   (median of %d requests after a warm-up; wall: repoclient's call from the node's network; server: our\n", runs)
+	fmt.Println("   sidecar's \"request done\" duration, from the stream's opening, so it includes the repo-server's packing,")
+	fmt.Println("   the same on both media; peak: the sidecar's cgroup after all requests)")
+	fmt.Printf("   %-32s", "/tmp")
+	for _, repo := range repos {
+		fmt.Printf(" %10s %10s", fmt.Sprintf("%d wall", repo.files), "server")
+	}
+	fmt.Printf(" %10s\n", "peak MiB")
+	for i, p := range pods {
+		fmt.Printf("   %-32s", tmpMedium(p, plugin))
+		for ri := range repos {
+			fmt.Printf(" %10s %10s", msText(median(cells[i][ri].wall)), msText(median(cells[i][ri].server)))
+		}
+		mem, err := b.node.ContainerMemory(p)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		fmt.Printf(" %10.1f\n", mib(mem[sidecar].Peak))
+	}
+	for ri, repo := range repos {
+		if len(pods) == 2 {
+			fmt.Printf("   %d files: memory − disk: wall %+.0f ms, server %+.0f ms\n", repo.files,
+				median(cells[1][ri].wall)-median(cells[0][ri].wall), median(cells[1][ri].server)-median(cells[0][ri].server))
+		}
+	}
+}
+
+// requestDone finds a request's duration (seconds, zap's encoding) in our
+// server's "request done" log line, JSON or console.
+var requestDone = regexp.MustCompile(`request done.*"duration":\s*([0-9.eE+-]+)`)
+
+// requestDurations are the durations of every "request done" line of a
+// container's log, in ms, oldest first.
+func requestDurations(log string) []float64 {
+	var out []float64
+	for _, line := range strings.Split(log, "\n") {
+		if m := requestDone.FindStringSubmatch(line); m != nil {
+			if s, err := strconv.ParseFloat(m[1], 64); err == nil {
+				out = append(out, s*1000)
+			}
+		}
+	}
+	return out
+}
+
+// memory reads every container's cgroup in both 4-plugin pods once they have
+// idled, sends benchRequests GenerateManifest requests per plugin to each
+// (in turn) and reads them again.
+func (b *nodeBench) memory(ours, argo *corev1.Pod, repo benchRepoRef) {
+	b.t.Helper()
+	pods := []*corev1.Pod{ours, argo}
+	read := func() []map[string]harness.CgroupMemory {
+		out := make([]map[string]harness.CgroupMemory, len(pods))
+		for i, p := range pods {
+			m, err := b.node.ContainerMemory(p)
+			if err != nil {
+				b.t.Fatal(err)
+			}
+			out[i] = m
+		}
+		return out
+	}
+	time.Sleep(10 * time.Second)
+	idle := read()
+	rss := []*harness.RepoServer{b.repoServer(ours), b.repoServer(argo)}
+	for i := 0; i < benchRequests; i++ {
+		for _, plugin := range benchPlugins {
+			for k, p := range pods {
+				_, err := b.generate(rss[k], repo, plugin)
+				// The broken plugin fails by design: its request still
+				// sends and unpacks the repository.
+				if (err != nil) != (plugin == "broken") {
+					b.t.Errorf("pod %s, plugin %s: %v", p.Name, plugin, err)
+				}
+			}
+		}
+	}
+	after := read()
+	v := idle[0][sidecarName(ours, benchPlugins[0])].Version
+	fmt.Printf("\n-- Memory of the 4-plugin pod from each container's cgroup (cgroup v%d), MiB: idle (10 s after Ready)\n", v)
+	fmt.Printf("   and after %d GenerateManifest requests per plugin (%d files); injected vs Argo CD's hand-written sidecars\n", benchRequests, repo.files)
+	if v == 1 {
+		fmt.Println("   usage = memory.usage_in_bytes (v2 memory.current), peak = memory.max_usage_in_bytes (v2 memory.peak),")
+	} else {
+		fmt.Println("   usage = memory.current, peak = memory.peak,")
+	}
+	fmt.Println("   anon = memory.stat's rss (v2 anon): the processes' own memory, without the page cache of /tmp's files")
+	fmt.Printf("   %-20s %-9s %8s %8s %8s | %8s %8s %8s\n", "container", "pod", "usage", "peak", "anon", "usage", "peak", "anon")
+	var sums [2][2]harness.CgroupMemory // [pod][idle, after]
+	row := func(name, pod string, i, a harness.CgroupMemory) {
+		fmt.Printf("   %-20s %-9s %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f\n", name, pod,
+			mib(i.Usage), mib(i.Peak), mib(i.Anon), mib(a.Usage), mib(a.Peak), mib(a.Anon))
+	}
+	add := func(s *harness.CgroupMemory, m harness.CgroupMemory) {
+		s.Usage, s.Peak, s.Anon = s.Usage+m.Usage, s.Peak+m.Peak, s.Anon+m.Anon
+	}
+	for _, plugin := range benchPlugins {
+		for k, p := range pods {
+			n := sidecarName(p, plugin)
+			row(n, []string{"injected", "Argo CD"}[k], idle[k][n], after[k][n])
+			add(&sums[k][0], idle[k][n])
+			add(&sums[k][1], after[k][n])
+		}
+	}
+	row("4 sidecars", "injected", sums[0][0], sums[0][1])
+	row("4 sidecars", "Argo CD", sums[1][0], sums[1][1])
+	ratio := func(a, b int64) float64 { return float64(a) / float64(b) }
+	fmt.Printf("   %-20s %-9s %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f   (issue 28 item 5: ≤ 0.40)\n", "ratio", "inj/Argo",
+		ratio(sums[0][0].Usage, sums[1][0].Usage), ratio(sums[0][0].Peak, sums[1][0].Peak), ratio(sums[0][0].Anon, sums[1][0].Anon),
+		ratio(sums[0][1].Usage, sums[1][1].Usage), ratio(sums[0][1].Peak, sums[1][1].Peak), ratio(sums[0][1].Anon, sums[1][1].Anon))
+	for k := range pods {
+		row(repoServerName, []string{"injected", "Argo CD"}[k], idle[k][repoServerName], after[k][repoServerName])
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func pick(samples []startSample, f func(startSample) float64) []float64 {
+	out := make([]float64, len(samples))
+	for i, s := range samples {
+		out[i] = f(s)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianInt(v []float64) int64 { return int64(median(v)) }
+
+// msText is a millisecond figure with a thousands separator.
+func msText(v float64) string {
+	neg := v < 0
+	n := int64(v + 0.5)
+	if neg {
+		n = int64(-v + 0.5)
+	}
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
