@@ -24,7 +24,7 @@ func Commands() []serving.Command {
 		{Name: "serve", Summary: "serve the plugin.yaml in --config-dir on a unix socket, like argocd-cmp-server", Run: serveCommand},
 		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: runCommand},
 		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: callCommand},
-		{Name: "probe", Summary: "exit 0 once this container's plugin server answers (the sidecar's startupProbe)", Run: probeCommand},
+		{Name: "probe", Summary: "exit 0 once this container's plugin server answers; --wait until it does (the sidecar's postStart hook)", Run: probeCommand},
 		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: copyCommand},
 		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: playgroundCommand},
 		serving.VersionCommand("cmp-server", version.Version),

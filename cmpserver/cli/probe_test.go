@@ -122,3 +122,82 @@ func TestProbeBadInput(t *testing.T) {
 		t.Errorf("extra argument: exit %d\n%s", code, stderr)
 	}
 }
+
+// --wait is the postStart hook: started before the server, it keeps trying
+// and exits 0 once the server answers, with nothing in the termination log.
+func TestProbeWaitsForServer(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, echoPlugin)
+	socket := filepath.Join(socketDir, "echo.sock")
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "probe", "--wait", "--timeout", "60s", "--termination-log", termLog,
+		"--config-dir", configDir, "--socket-dir", socketDir)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	logs, exited := startCmd(t, cmd)
+	// The probe is running and has not given up before there is a server.
+	select {
+	case err := <-exited:
+		t.Fatalf("probe --wait exited before the server started: %v\n%s", err, logs.String())
+	default:
+	}
+	startServer(t, configDir, socketDir, workDir, socket)
+	if err := <-exited; err != nil {
+		t.Fatalf("probe --wait: %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(stdout.String(), socket+" answers") {
+		t.Errorf("stdout: %q", stdout.String())
+	}
+	if b, err := os.ReadFile(termLog); err != nil || len(b) != 0 {
+		t.Errorf("termination log after a success: %q %v", b, err)
+	}
+}
+
+// A server that never listens: --wait gives up after --timeout, naming the
+// plugin and the last reason, on stderr and in the termination log the
+// kubelet reports after it kills the container.
+func TestProbeWaitGivesUp(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, _ := layout(t, echoPlugin)
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runProbe(t, nil, "--wait", "--timeout", "300ms", "--termination-log", termLog,
+		"--config-dir", configDir, "--socket-dir", socketDir)
+	reasons := []string{"plugin echo did not start", "not answering after 300ms", "no socket at " + filepath.Join(socketDir, "echo.sock")}
+	wantFailure(t, code, stderr, reasons...)
+	b, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(string(b), r) {
+			t.Errorf("termination log lacks %q: %q", r, b)
+		}
+	}
+}
+
+// An invalid plugin.yaml fails serve too: --wait reports it at once instead
+// of waiting for a socket that will never come (its reason would then be the
+// missing socket, not the config).
+func TestProbeWaitBadConfig(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, _ := layout(t, "kind: Plugin\nmetadata: {}\n")
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runProbe(t, nil, "--wait", "--timeout", "30s", "--termination-log", termLog,
+		"--config-dir", configDir, "--socket-dir", socketDir)
+	wantFailure(t, code, stderr, "kind should be ConfigManagementPlugin", "metadata.name should be non-empty")
+	if strings.Contains(stderr, "did not start") {
+		t.Errorf("waited for a socket instead of reporting the config: %s", stderr)
+	}
+	if b, _ := os.ReadFile(termLog); !strings.Contains(string(b), "metadata.name should be non-empty") {
+		t.Errorf("termination log: %q", b)
+	}
+}

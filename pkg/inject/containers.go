@@ -7,23 +7,19 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// serveCommand runs the plugin server; probeCommand answers the kubelet's
-// startupProbe on native sidecars. Both run the copied binary in the sidecar,
+// serveCommand runs the plugin server; probeCommand, with --wait, is the
+// native sidecar's postStart hook. Both run the copied binary in the sidecar,
 // with the sidecar's env and mounts, so they resolve the same socket.
 const (
 	serveCommand = "serve"
 	probeCommand = "probe"
 )
 
-// The startupProbe gates the containers after a native sidecar (eventually the
-// repo-server), which would otherwise enumerate sockets before the plugin
-// listens and fall back to plain-directory manifests. One check a second for a
-// minute; the kubelet's timeout stays above the probe's own 2 s --timeout.
-const (
-	probePeriodSeconds    = 1
-	probeFailureThreshold = 60
-	probeTimeoutSeconds   = 3
-)
+// startGateTimeout bounds how long a native sidecar's server may take to
+// answer on its socket: the budget the former startupProbe had (60 checks a
+// second apart). Past it the hook fails with its reason and the kubelet
+// restarts the sidecar.
+const startGateTimeout = "60s"
 
 // restricted is the Pod Security "restricted" profile plus a read-only root:
 // plugins write only to their private /tmp. uid 0 sets no UID (the catalog's
@@ -87,24 +83,50 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		Resources:       c.ResourcesFor(e),
 		VolumeMounts:    mounts,
 		SecurityContext: restricted(uid),
+		// A server that exits at start (a plugin.yaml it cannot serve)
+		// writes no termination log: its last log lines then are the
+		// container's termination message, so the pod says why.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if native {
 		always := corev1.ContainerRestartPolicyAlways
 		ctr.RestartPolicy = &always
-		// Only restartable init containers may have probes, and a classic
-		// sidecar's startupProbe would gate nothing.
-		ctr.StartupProbe = startupProbe()
+		ctr.Lifecycle = &corev1.Lifecycle{PostStart: startGate()}
 	}
 	return ctr
 }
 
-func startupProbe() *corev1.Probe {
-	return &corev1.Probe{
-		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{keys.PluginServerPath, probeCommand}}},
-		PeriodSeconds:    probePeriodSeconds,
-		FailureThreshold: probeFailureThreshold,
-		TimeoutSeconds:   probeTimeoutSeconds,
-	}
+// startGate holds the containers after a native sidecar (eventually the
+// repo-server, which would otherwise enumerate sockets before the plugin
+// listens and fall back to plain-directory manifests) until the plugin's
+// socket answers CheckPluginConfiguration, and no longer.
+//
+// Why a postStart hook and not a startupProbe: the kubelet runs a container's
+// postStart hook inside the same sync that starts the container
+// (kuberuntime_container.go startContainer, "Step 4: execute the post start
+// hook", which waits for the handler's result), and starts the next init
+// container only in a later sync, once this one is running and started
+// (computeInitContainerActions; the sidecar-containers concept page: "After a
+// sidecar-style init container is running ... the kubelet then starts the next
+// init container ... That status either becomes true because there is a
+// process running in the container and no startup probe defined, or as a
+// result of its startupProbe succeeding"). A hook that returns when the socket
+// answers therefore gates as the startupProbe did, while a startupProbe is
+// checked on its period (1 s at least), so each plugin waited for a tick.
+//
+// Nothing of the startupProbe remains: a probe left beside the hook would
+// bring its period back (Started waits for its first success), and a
+// liveness probe would exec a process per plugin per period for a failure
+// the kubelet already sees (the server exits, restartPolicy Always restarts
+// it). A failing hook makes the kubelet kill and restart the container; its
+// reason, naming the plugin, is written to the termination log so the pod's
+// status keeps it (the kubelet's own FailedPostStartHook event deliberately
+// omits the hook's output).
+func startGate() *corev1.LifecycleHandler {
+	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
+		keys.PluginServerPath, probeCommand, "--wait", "--timeout", startGateTimeout,
+		"--termination-log", corev1.TerminationMessagePathDefault,
+	}}}
 }
 
 // pluginVolumes are the volumes one plugin owns: its /tmp, unless the image

@@ -241,8 +241,12 @@ func compareContainer(have *corev1.Container, want corev1.Container) []container
 		out = append(out, containerDiff{StaleSecurityContext, "securityContext differs from the catalog's (runAsUser " + uidText(have.SecurityContext) + ", the catalog says " + uidText(want.SecurityContext) + ")"})
 	}
 	if !slices.Equal(have.Command, want.Command) || !slices.Equal(have.Args, want.Args) ||
-		!reflect.DeepEqual(mountKeys(have.VolumeMounts), mountKeys(want.VolumeMounts)) || !sameProbe(have.StartupProbe, want.StartupProbe) {
-		out = append(out, containerDiff{StaleContainerSpec, "command, args, mounts or startupProbe differ from what this injector version builds"})
+		!reflect.DeepEqual(mountKeys(have.VolumeMounts), mountKeys(want.VolumeMounts)) ||
+		!sameProbe(have.StartupProbe, want.StartupProbe) || !equality.Semantic.DeepEqual(have.Lifecycle, want.Lifecycle) {
+		// The start gate is compared both ways: a pod injected before the
+		// postStart hook still has the startupProbe, which delays every
+		// start by a probe period until the pod is recreated.
+		out = append(out, containerDiff{StaleContainerSpec, "command, args, mounts or start gate (startupProbe, postStart hook) differ from what this injector version builds"})
 	}
 	return out
 }

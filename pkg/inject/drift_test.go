@@ -2,6 +2,7 @@ package inject
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +35,9 @@ func injectedPod(t *testing.T, plugins string, extra map[string]string) *corev1.
 				c.ImagePullPolicy = corev1.PullIfNotPresent
 			}
 			c.TerminationMessagePath = "/dev/termination-log"
-			c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+			if c.TerminationMessagePolicy == "" {
+				c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+			}
 			if c.StartupProbe != nil {
 				c.StartupProbe.SuccessThreshold = 1
 			}
@@ -140,6 +143,23 @@ func TestDriftLiveVersusStale(t *testing.T) {
 		{name: "repo-server settings dropped", plugins: "helm", rev: "r1",
 			cat:   catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, repoServer: {cmpChunkSize: 0, pluginTarExclusions: []}}"),
 			stale: []string{"/repo_server_env", "/repo_server_env"}},
+		// A pod injected before the postStart gate: the startupProbe it
+		// still has delays every start, so only a new pod is current.
+		{name: "start gate of an older injector", plugins: "helm", rev: "r1", cat: testCat(t),
+			edit: func(p *corev1.Pod) {
+				c := &p.Spec.InitContainers[1]
+				c.Lifecycle = nil
+				c.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{keys.PluginServerPath, "probe"}}},
+					PeriodSeconds: 1, FailureThreshold: 60, TimeoutSeconds: 3, SuccessThreshold: 1}
+			},
+			stale: []string{"helm/container_spec"}},
+		{name: "start gate with another timeout", plugins: "helm", rev: "r1", cat: testCat(t),
+			edit: func(p *corev1.Pod) {
+				h := p.Spec.InitContainers[1].Lifecycle.PostStart.Exec
+				h.Command = slices.Clone(h.Command)
+				h.Command[slices.Index(h.Command, "--timeout")+1] = "30s"
+			},
+			stale: []string{"helm/container_spec"}},
 		{name: "allowed override stays current", plugins: "helm", rev: "r1", cat: testCat(t),
 			podAnn: map[string]string{keys.ImageAnnotationPrefix + "helm": "alpine/helm:3.15.0"}},
 		{name: "override no longer allowed", plugins: "helm", rev: "r1", cat: catalogWith(t, `["alpine/helm:*"]`, `["alpine/helm:3.16.*"]`),

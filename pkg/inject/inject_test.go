@@ -223,31 +223,43 @@ func TestDerivedNamesAreValid(t *testing.T) {
 	}
 }
 
-// Native sidecars get a startupProbe that runs the copied server binary, so the
-// repo-server starts after every plugin answers; classic sidecars, where such a
-// probe would gate nothing (and the apiserver forbids probes on plain init
-// containers), get none.
-func TestStartupProbeOnlyOnNativeSidecars(t *testing.T) {
+// Native sidecars are gated by a postStart hook that runs the copied server
+// binary until the plugin answers, so the repo-server starts after every plugin
+// answers and no later; nothing of the former startupProbe remains (it would
+// hold each start for a probe period). Classic sidecars, which come after the
+// repo-server and so gate nothing, get neither. Every sidecar reports its log
+// tail when it exits without a termination message.
+func TestStartGateOnlyOnNativeSidecars(t *testing.T) {
 	cat := testCat(t)
 	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm,kustomize"}, nil), "argocd", cat)
+	want := []string{keys.PluginServerPath, "probe", "--wait", "--timeout", "60s", "--termination-log", "/dev/termination-log"}
 	for _, c := range r.Pod.Spec.InitContainers {
-		sp := c.StartupProbe
+		if c.StartupProbe != nil {
+			t.Errorf("%s has a startupProbe: %+v", c.Name, c.StartupProbe)
+		}
 		if c.Name == keys.CopyInitContainer {
-			if sp != nil {
-				t.Errorf("the copy init container has a startupProbe")
+			if c.Lifecycle != nil {
+				t.Errorf("the copy init container has a lifecycle: %+v", c.Lifecycle)
 			}
 			continue
 		}
-		if sp == nil || sp.Exec == nil || !reflect.DeepEqual(sp.Exec.Command, []string{keys.PluginServerPath, "probe"}) ||
-			sp.PeriodSeconds != 1 || sp.FailureThreshold != 60 || sp.TimeoutSeconds != 3 {
-			t.Errorf("%s startupProbe %+v", c.Name, sp)
+		if c.Lifecycle == nil || c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil ||
+			!reflect.DeepEqual(c.Lifecycle.PostStart.Exec.Command, want) || c.Lifecycle.PreStop != nil {
+			t.Errorf("%s lifecycle %+v, want postStart exec %q", c.Name, c.Lifecycle, want)
+		}
+		if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+			t.Errorf("%s terminationMessagePolicy %q", c.Name, c.TerminationMessagePolicy)
 		}
 	}
 	cat.Defaults.NativeSidecars = false
 	r = Inject(pod(map[string]string{keys.PluginsAnnotation: "helm,kustomize"}, nil), "argocd", cat)
 	for _, c := range append(r.Pod.Spec.InitContainers, r.Pod.Spec.Containers...) {
-		if c.StartupProbe != nil {
-			t.Errorf("classic mode: %s has a startupProbe", c.Name)
+		if c.StartupProbe != nil || c.Lifecycle != nil {
+			t.Errorf("classic mode: %s has a startupProbe or lifecycle: %+v %+v", c.Name, c.StartupProbe, c.Lifecycle)
+		}
+		sidecar := c.Name == keys.SidecarName("helm") || c.Name == keys.SidecarName("kustomize")
+		if sidecar && c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+			t.Errorf("classic mode: %s terminationMessagePolicy %q", c.Name, c.TerminationMessagePolicy)
 		}
 	}
 }

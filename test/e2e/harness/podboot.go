@@ -104,7 +104,12 @@ func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
 			}
 			b.procs = append(b.procs, p)
 			// The kubelet starts the next container only once a native
-			// sidecar's startupProbe passed.
+			// sidecar's postStart hook returned and its startupProbe (if
+			// any) passed.
+			if err := b.postStart(c); err != nil {
+				b.Stop()
+				return nil, err
+			}
 			if err := b.waitStartup(c); err != nil {
 				b.Stop()
 				return nil, err
@@ -161,6 +166,19 @@ func imageRepository(image string) string {
 		image = image[:i]
 	}
 	return image
+}
+
+// postStart runs an exec postStart hook of c as the kubelet does: once,
+// after the container started, holding everything after it until it returns;
+// a failure is the container's.
+func (b *BootedPod) postStart(c corev1.Container) error {
+	if c.Lifecycle == nil || c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil {
+		return nil
+	}
+	if out, err := b.Exec(b.pod, c.Name, c.Lifecycle.PostStart.Exec.Command); err != nil {
+		return fmt.Errorf("container %s: postStart hook failed: %v: %s", c.Name, err, out)
+	}
+	return nil
 }
 
 // waitStartup runs an exec startupProbe of c as the kubelet does, until it
