@@ -131,7 +131,8 @@ bench:
 ## bench-e2e: the performance suite: our plugin server and Argo CD's argocd-cmp-server
 ## driven by Argo CD's repo-server code (stock and tuned repo-server), and the
 ## webhook against a no-op TLS floor, side by side with ratios (BENCH_ARGS to add
-## flags, e.g. BENCH_ARGS='--repeat 3'); nothing asserts a time
+## flags, e.g. BENCH_ARGS='--repeat 3'), then the pass lines (PASS/MISS against the
+## goals, as ratios of the same run's figures); nothing asserts a time
 BENCH_ARGS ?=
 bench-e2e: build
 	hack/tools.sh argocd cmpbench

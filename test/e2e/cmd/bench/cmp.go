@@ -149,6 +149,7 @@ func runCMP(o options) error {
 			results, sent = append(results, rs...), append(sent, how)
 		}
 		printCMP(r.name+"; "+strings.Join(sent, ", "), len(r.apps) > 1, results)
+		o.goals.fromCMP(o, r.name, len(r.apps) > 1, results)
 	}
 	return nil
 }

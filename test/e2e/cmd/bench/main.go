@@ -72,6 +72,8 @@ type options struct {
 	protos      []string
 	// webhookRounds of every load, interleaved across the targets.
 	webhookRounds int
+	// goals collects the pass lines printed after each repetition.
+	goals *goals
 }
 
 func main() {
@@ -143,6 +145,7 @@ func run(o options) error {
 		o.cmpbench = filepath.Join(root, "bin", "cmpbench")
 	}
 	fmt.Printf("bench: %s, pinning: %s (a pinned Go server sees one CPU and sizes GOMAXPROCS to 1), work root %s\n", time.Now().UTC().Format(time.RFC3339), pinningNote(), o.workRoot)
+	o.goals = &goals{}
 	for i := 0; i < o.repeat; i++ {
 		if o.repeat > 1 {
 			fmt.Printf("\n######## repetition %d of %d\n", i+1, o.repeat)
@@ -157,6 +160,7 @@ func run(o options) error {
 				return err
 			}
 		}
+		o.goals.print()
 	}
 	return nil
 }

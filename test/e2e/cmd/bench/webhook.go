@@ -148,6 +148,10 @@ func runWebhook(o options) error {
 				x, p99 := pairedRatios(rs, runs[cell{p, "floor", l.label}])
 				fmt.Printf("  %-10s %-10s %8s %10.0f %8.2f %5.2f-%-5.2f %9.0f %9.0f %8.2f %8d %7.0f-%-6.0f\n",
 					t.name, l.label, r.Proto, r.PerSec, median(x), slices.Min(x), slices.Max(x), r.P50us, r.P99us, median(p99), r.Failures, lo, hi)
+				if l.body == large && !t.floor {
+					o.goals.add(fmt.Sprintf("webhook %s, %s, 50-container pod: p99 %.0f µs, the floor's %.0f µs (median of the rounds' ratios)",
+						t.name, p, r.P99us, medianLoad(runs[cell{p, "floor", l.label}]).P99us), median(p99), 1, webhookP99OverFloor)
+				}
 			}
 		}
 	}
