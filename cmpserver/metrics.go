@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
+	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
 
 // metrics are the server's Prometheus collectors, on a private registry so that
@@ -28,6 +29,7 @@ type metrics struct {
 	commandExits    *prometheus.CounterVec
 	configReloads   *prometheus.CounterVec
 	configInfo      *prometheus.GaugeVec
+	refusals        *prometheus.CounterVec
 }
 
 // newMetrics registers every cmp_server_ metric on a new registry.
@@ -69,13 +71,20 @@ func newMetrics() *metrics {
 			Name: "cmp_server_config_info",
 			Help: "1 for the plugin.yaml being served, labelled with the sha256 of its content.",
 		}, []string{"hash"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_tenancy_refusals_total",
+			Help: "Requests refused by the plugin's allowedProjects or allowedSourceRepos (tenancy.go), by RPC and reason.",
+		}, []string{"rpc", "reason"}),
 	}
 	// Both results exist from the start, so a rate() or an alert on failures
 	// has a series before the first one.
 	m.configReloads.WithLabelValues(reloadSucceeded)
 	m.configReloads.WithLabelValues(reloadFailed)
+	for _, r := range tenancy.RefusalReasons {
+		m.refusals.WithLabelValues("GenerateManifest", string(r))
+	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
-		m.configReloads, m.configInfo,
+		m.configReloads, m.configInfo, m.refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -91,6 +100,10 @@ func (m *metrics) configLoaded(hash string) {
 func (m *metrics) CommandDone(phase, code string, d time.Duration) {
 	m.commandDuration.WithLabelValues(phase).Observe(d.Seconds())
 	m.commandExits.WithLabelValues(phase, code).Inc()
+}
+
+func (m *metrics) refused(rpc string, reason tenancy.Reason) {
+	m.refusals.WithLabelValues(rpc, string(reason)).Inc()
 }
 
 func (m *metrics) received(rpc string, n int64) {

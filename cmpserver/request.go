@@ -15,14 +15,16 @@ import (
 // own their state, called in this order by the gRPC service (Server.withRepo)
 // and by local runs (runLocal):
 //
-//	begin     the request dir, <work dir>/<random UUID>
-//	receive   the stream's header; where to unpack (the request dir, a lease
+//	begin     the request dir, <work dir>/<random UUID> (receive calls it
+//	          once the header is admitted, if the caller did not)
+//	receive   the stream's header, checked by admit (tenancy.go) before
+//	          anything is written; where to unpack (the request dir, a lease
 //	          on a shared tree, or nowhere); the body, unpacked as it arrives
 //	          and verified; a fresh shared tree sealed and published
 //	workspace the tree the commands run in, the app dir and the env
 //	run       the plugin call, and on a shared tree its seal checked after
-//	end       the lease released, the request dir removed (always called
-//	          once begin succeeded)
+//	end       the lease released, the request dir removed, if made (always
+//	          called)
 type request struct {
 	eng     *engine.Engine
 	extract bool          // the repository is unpacked (not for a match without discovery)
@@ -33,6 +35,10 @@ type request struct {
 	// remove runs the request dir's removal (Server.removals: after the
 	// response).
 	remove func(func())
+	// admit checks the header before the request writes anything (nil:
+	// every request is admitted); refused is set when it said no.
+	admit   func(*pluginpb.ManifestRequestMetadata) error
+	refused bool
 
 	dir   string            // begin
 	lease *unpack.Lease     // receive: the shared tree used; nil: the request dir
@@ -54,6 +60,21 @@ func (r *request) receive(stream unpack.Stream) error {
 	meta, err := rc.Header()
 	if err != nil {
 		return err
+	}
+	if r.admit != nil {
+		if err := r.admit(meta); err != nil {
+			r.refused = true
+			// The body is read to its end and dropped, never written: a client
+			// still sending would otherwise see its stream cut (EOF) instead of
+			// this answer.
+			_, _ = rc.Body(meta, nil)
+			return err
+		}
+	}
+	if r.dir == "" {
+		if err := r.begin(); err != nil {
+			return err
+		}
 	}
 	if r.repo, err = rc.Body(meta, r.target(meta)); err != nil {
 		return err
@@ -145,5 +166,8 @@ func (r *request) end() {
 		r.lease.Release()
 	}
 	dir := r.dir
+	if dir == "" {
+		return
+	}
 	r.remove(func() { r.eng.Cleanup(dir) })
 }

@@ -120,11 +120,12 @@ func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *l
 	if extract && cfg.plugin.Spec.ReadOnlyRepository {
 		rq.trees = s.trees
 	}
-	if err := rq.begin(); err != nil {
-		return err
-	}
+	rq.admit = s.admission(rpc, cfg, log)
 	defer rq.end()
 	if err := rq.receive(stream); err != nil {
+		if rq.refused {
+			return err // logged and counted by admission
+		}
 		// A status error keeps its code through the wrapping (status.FromError).
 		// A failed Recv is answered by gRPC itself, so the log is where its
 		// text is seen.
