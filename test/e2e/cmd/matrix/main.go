@@ -160,7 +160,8 @@ func plan(o options, pins map[string]string) []step {
 				return append(base, "argocd-v2", "repoclient-v2"), []string{"E2E_ARGOCD=argocd-v2:repoclient-v2"}
 			}
 			m := minor(v)
-			return append(base, "argocd@"+v), []string{"E2E_ARGOCD=argocd-" + m + ":repoclient-" + m}
+			env := []string{"E2E_ARGOCD=argocd-" + m + ":repoclient-" + m}
+			return append(base, "argocd@"+v), append(env, goCipherEnv(v)...)
 		},
 	}
 	var steps []step
@@ -175,6 +176,23 @@ func plan(o options, pins map[string]string) []step {
 		}
 	}
 	return steps
+}
+
+// goCipherEnv is the TLS setting an Argo CD release needs to start when it
+// is built with this Go rather than its own. Argo CD before v2.12 defaults its
+// servers' TLS 1.2 ciphers (--tlsciphers, ARGOCD_TLS_CIPHERS) to
+// "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:TLS_RSA_WITH_AES_256_GCM_SHA384" and
+// looks each name up in crypto/tls.CipherSuites(); Go moved the RSA key
+// exchange suites to InsecureCipherSuites(), so the repo-server exits at start
+// ("invalid cipher suite specified"). Their released images, built with their
+// own Go, are not affected, and v2.12 dropped the RSA suite from the default.
+// The matrix sets the part of Argo's own default that Go still lists, through
+// Argo's own setting; the booted processes inherit the test's environment.
+func goCipherEnv(v string) []string {
+	if p := versionParts(v); p[0] == 2 && p[1] < 12 {
+		return []string{"ARGOCD_TLS_CIPHERS=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"}
+	}
+	return nil
 }
 
 // write regenerates docs/compatibility.md and README's block from res and saves it.

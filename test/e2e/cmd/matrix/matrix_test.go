@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,33 @@ func TestPlanPicksEachReleasesTools(t *testing.T) {
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Argo CD releases before v2.12 get the cipher setting they need to start on
+// this Go; later ones run with Argo's own default.
+func TestOldArgoGetsCiphersGoStillLists(t *testing.T) {
+	for v, want := range map[string]bool{"v2.10.12": true, "v2.11.7": true, "v2.12.13": false, "v2.14.21": false, "v3.0.23": false} {
+		env := goCipherEnv(v)
+		if got := len(env) == 1 && strings.HasPrefix(env[0], "ARGOCD_TLS_CIPHERS="); got != want {
+			t.Errorf("%s: env %v, want the cipher setting: %v", v, env, want)
+		}
+		for _, e := range env {
+			for _, name := range strings.Split(strings.TrimPrefix(e, "ARGOCD_TLS_CIPHERS="), ":") {
+				if !goLists(name) {
+					t.Errorf("%s: %s is not in crypto/tls.CipherSuites()", v, name)
+				}
+			}
+		}
+	}
+}
+
+func goLists(name string) bool {
+	for _, s := range tls.CipherSuites() {
+		if s.Name == name {
 			return true
 		}
 	}
