@@ -11,6 +11,7 @@
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        argocd-operator
+#        jsonnet (the plugin library)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
@@ -81,6 +82,9 @@ build_golangci_lint() {
     "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"
 }
 build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
+# The plugin library's tools: package and version from hack/versions.sh, which
+# hack/images reads too, so bin/ and the plugin images hold the same build.
+build_jsonnet() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$JSONNET_PKG@$2"; }
 
 # etcd and kube-apiserver come from their own modules under test/e2e/tools so that
 # the project's go.mod never requires them.
@@ -364,6 +368,7 @@ one() {
   cmpbench) cached cmpbench "$(cmpbench_version "$ARGOCD_VERSION")" build_cmpbench ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
+  jsonnet) cached jsonnet "$JSONNET_VERSION" build_jsonnet ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
   golangci-lint) cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint ;;
   promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
@@ -381,7 +386,7 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize jsonnet actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi

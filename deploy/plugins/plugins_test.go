@@ -1,6 +1,6 @@
 // Package plugins holds the example plugins' tests: each plugin.yaml is run through
-// the real local runner (`cmp-server run`) with the pinned helm and kustomize of the
-// repository's bin/ on PATH, as the plugins' commands find them in their images.
+// the real local runner (`cmp-server run`) with the pinned helm, kustomize and jsonnet
+// of the repository's bin/ on PATH, as the plugins' commands find them in their images.
 package plugins
 
 import (
@@ -46,7 +46,7 @@ func buildAndRun(m *testing.M) (int, error) {
 		return 0, err
 	}
 	toolsBin = filepath.Join(root, "bin")
-	for _, tool := range []string{"helm", "kustomize"} {
+	for _, tool := range []string{"helm", "kustomize", "jsonnet"} {
 		if _, err := os.Stat(filepath.Join(toolsBin, tool)); err != nil {
 			return 0, fmt.Errorf("%s not found in %s: run hack/tools.sh %s", tool, toolsBin, tool)
 		}
@@ -201,12 +201,13 @@ func containerImages(deploy map[string]any) []string {
 const hostile = "a b \"dq\" 'sq' $(id) `id` ${HOME} ;|&\nsecond line-"
 
 func TestDiscovery(t *testing.T) {
-	apps := []string{"kustomize", "kustomize-helm", "trivial-cmp", "kustomize-helm/charts/hello"}
+	apps := []string{"kustomize", "kustomize-helm", "trivial-cmp", "kustomize-helm/charts/hello", "jsonnet"}
 	want := map[string][]bool{
-		"helm":           {false, false, false, true},
-		"kustomize":      {true, true, false, false},
-		"kustomize-helm": {false, true, false, false},
-		"trivial-cmp":    {false, false, true, false},
+		"helm":           {false, false, false, true, false},
+		"kustomize":      {true, true, false, false, false},
+		"kustomize-helm": {false, true, false, false, false},
+		"trivial-cmp":    {false, false, true, false, false},
+		"jsonnet":        {false, false, false, false, true},
 	}
 	for plugin, matches := range want {
 		for i, app := range apps {
@@ -488,3 +489,71 @@ func announcedNames(list []params.Announcement) []string {
 }
 
 func str(s string) *string { return &s }
+
+// TestJsonnet runs the jsonnet plugin's own command (the plugin server's jsonnet
+// subcommand) with the pinned jsonnet: each parameter kind reaches the Jsonnet
+// code as the external variable or top-level argument it names.
+func TestJsonnet(t *testing.T) {
+	// The repository is testdata: the app's libs parameter names a sibling directory.
+	inv := func(ps ...params.AppParameter) invocation {
+		return invocation{config: "jsonnet", app: "jsonnet", params: ps, args: []string{"--repo-root", "testdata"}}
+	}
+	base := []params.AppParameter{
+		{Name: "ext-vars", Map: map[string]string{"env": "prod", "greeting": hostile}},
+		{Name: "libs", Array: []string{"../jsonnet-vendor"}},
+	}
+	t.Run("ext-vars, tlas, tla-code and libs", func(t *testing.T) {
+		objs := generate(t, inv(append(base,
+			params.AppParameter{Name: "tlas", Map: map[string]string{"name": "shop"}},
+			params.AppParameter{Name: "tla-code", Map: map[string]string{"replicas": "1 + 2"}})...))
+		if got, want := names(objs), []string{"ConfigMap/shop-prod", "Service/shop"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("objects = %q, want %q (an array nested in the result is flattened)", got, want)
+		}
+		want := map[string]any{"greeting": hostile, "replicas": "3", "replicas-type": "number"}
+		if got := objs["ConfigMap/shop-prod"]["data"]; !reflect.DeepEqual(got, want) {
+			t.Errorf("data = %v, want %v (the ext-var literally, the tla-code evaluated)", got, want)
+		}
+		if got := field(objs["Service/shop"], "metadata", "labels", "app.kubernetes.io/name"); got != "shop" {
+			t.Errorf("label from the library = %v", got)
+		}
+	})
+	t.Run("ext-code and the function's defaults", func(t *testing.T) {
+		objs := generate(t, inv(
+			params.AppParameter{Name: "ext-code", Map: map[string]string{"env": "std.asciiLower('STAGE')", "greeting": "'x' + 'y'"}},
+			params.AppParameter{Name: "libs", Array: []string{"../jsonnet-vendor"}}))
+		if got := field(objs["ConfigMap/web-stage"], "data", "greeting"); got != "xy" {
+			t.Errorf("objects %q; greeting = %v, want xy", names(objs), got)
+		}
+	})
+	t.Run("a tlas value is a string, tla-code a value", func(t *testing.T) {
+		objs := generate(t, inv(append(base, params.AppParameter{Name: "tlas", Map: map[string]string{"replicas": "2"}})...))
+		if got := field(objs["ConfigMap/web-prod"], "data", "replicas-type"); got != "string" {
+			t.Errorf("replicas-type = %v, want string", got)
+		}
+	})
+	t.Run("main names another file", func(t *testing.T) {
+		objs := generate(t, invocation{config: "jsonnet", app: "jsonnet-vendor",
+			params: []params.AppParameter{{Name: "main", String: str("single.jsonnet")}}})
+		if got, want := names(objs), []string{"ConfigMap/single"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("objects = %q, want %q (one object, not an array)", got, want)
+		}
+	})
+	t.Run("jsonnet's error reaches the user", func(t *testing.T) {
+		refused(t, invocation{action: "generate", config: "jsonnet", app: "jsonnet", args: []string{"--repo-root", "testdata"},
+			params: base[1:]}, "Undefined external variable: ")
+	})
+	t.Run("a value cannot become a jsonnet option", func(t *testing.T) {
+		refused(t, invocation{action: "generate", config: "jsonnet", app: "jsonnet", args: []string{"--repo-root", "testdata"},
+			params: append(base, params.AppParameter{Name: "main", String: str("--version")})}, "--version")
+	})
+	t.Run("a name with = is refused", func(t *testing.T) {
+		refused(t, invocation{action: "generate", config: "jsonnet", app: "jsonnet", args: []string{"--repo-root", "testdata"},
+			params: append(base, params.AppParameter{Name: "tlas", Map: map[string]string{"name=x": "y"}})}, "must be non-empty and hold no '='")
+	})
+	t.Run("parameters", func(t *testing.T) {
+		got := announcement(t, invocation{config: "jsonnet", app: "jsonnet"})
+		if want := []string{"main", "ext-vars", "ext-code", "tlas", "tla-code", "libs"}; !reflect.DeepEqual(announcedNames(got), want) {
+			t.Errorf("announced %q, want %q", announcedNames(got), want)
+		}
+	})
+}

@@ -1,0 +1,3 @@
+{
+  of(name):: { 'app.kubernetes.io/name': name },
+}
