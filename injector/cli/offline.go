@@ -57,7 +57,7 @@ func offline(name string, args []string, stdio serving.IO) error {
 		return err
 	}
 	if name == "explain" {
-		if err := explain(stdio.Stdout, objs); err != nil {
+		if err := explain(stdio.Stdout, objs, cat); err != nil {
 			return err
 		}
 		// The same exit code as inject, so a pipeline can gate on explain.
@@ -94,8 +94,10 @@ func writeObjects(w io.Writer, objs []*inject.Object) error {
 }
 
 // explain writes, per object, whether it would be injected, denied or skipped
-// and why; it reads the Report and decides nothing again.
-func explain(w io.Writer, objs []*inject.Object) error {
+// and why; it reads the Report and decides nothing again. For an injected
+// plugin limited to some Argo CD projects or repositories, it says which
+// (the catalog's rules, which the sidecar applies).
+func explain(w io.Writer, objs []*inject.Object, cat *catalog.Catalog) error {
 	for _, o := range inject.Flatten(objs) {
 		if o.Report == nil {
 			if _, err := fmt.Fprintf(w, "%s: no pod template, passed through\n", o.ID()); err != nil {
@@ -120,6 +122,11 @@ func explain(w io.Writer, objs []*inject.Object) error {
 			fmt.Fprintf(w, "  plugins: %s\n  init containers: %s\n  containers: %s\n  volumes: %s\n  catalog revision: %s\n",
 				strings.Join(r.Status.Plugins, ", "), strings.Join(r.Status.InitContainers, ", "),
 				noneIfEmpty(r.Status.Containers), strings.Join(r.Status.Volumes, ", "), r.Status.Revision)
+			for _, p := range r.Status.Plugins {
+				if e := cat.Plugins[p]; e != nil && e.Rules.IsSet() {
+					fmt.Fprintf(w, "  plugin %s serves %s\n", p, e.Rules.Describe())
+				}
+			}
 		case inject.Denied:
 			for _, p := range r.Problems {
 				fmt.Fprintf(w, "  - %s: %s\n", p.Reason, p.Message)

@@ -45,7 +45,13 @@ func (d *doctor) checkCatalog(ctx context.Context) {
 		return
 	}
 	d.cat = cat
-	g.pass(checkCatalogValid, fmt.Sprintf("%s loads: revision %s, plugins %s", source, cat.Revision, strings.Join(cat.Names, ", ")))
+	msg := fmt.Sprintf("%s loads: revision %s, plugins %s", source, cat.Revision, strings.Join(cat.Names, ", "))
+	for _, name := range cat.Names {
+		if e := cat.Plugins[name]; e.Rules.IsSet() {
+			msg += fmt.Sprintf("; %s serves %s", name, e.Rules.Describe())
+		}
+	}
+	g.pass(checkCatalogValid, msg)
 }
 
 // catalogSource is the ConfigMap and key the Deployment reads its catalog from.

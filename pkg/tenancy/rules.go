@@ -115,3 +115,18 @@ func checkRepo(pat string) string {
 	}
 	return ""
 }
+
+// Describe says who may use a plugin with rules r, for explain and doctor.
+func (r Rules) Describe() string {
+	if !r.IsSet() {
+		return "every project and repository"
+	}
+	var parts []string
+	if r.AllowedProjects != nil {
+		parts = append(parts, "projects ["+strings.Join(r.AllowedProjects, ", ")+"]")
+	}
+	if r.AllowedSourceRepos != nil {
+		parts = append(parts, "source repositories ["+strings.Join(r.AllowedSourceRepos, ", ")+"]")
+	}
+	return "only " + strings.Join(parts, " and ")
+}

@@ -178,3 +178,18 @@ func TestMessageHidesCredentials(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, c := range []struct {
+		r    Rules
+		want string
+	}{
+		{Rules{}, "every project and repository"},
+		{Rules{AllowedProjects: []string{"a", "b-*"}}, "only projects [a, b-*]"},
+		{Rules{AllowedProjects: []string{"a"}, AllowedSourceRepos: []string{"https://x/*"}}, "only projects [a] and source repositories [https://x/*]"},
+	} {
+		if got := c.r.Describe(); got != c.want {
+			t.Errorf("Describe(%+v) = %q, want %q", c.r, got, c.want)
+		}
+	}
+}
