@@ -97,13 +97,17 @@ func (c *Client) do(method, path string, query url.Values, in, out any, contentT
 // Get decodes GET path into out.
 func (c *Client) Get(path string, out any) error { return c.Do(http.MethodGet, path, nil, nil, out) }
 
-// CreateNamespace creates a namespace with labels.
+// CreateNamespace creates a namespace with labels and waits until it has its
+// default ServiceAccount, so pods can be created in it.
 func (c *Client) CreateNamespace(name string, labels map[string]string) error {
 	ns := &corev1.Namespace{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 	}
-	return c.Do(http.MethodPost, "/api/v1/namespaces", nil, ns, nil)
+	if err := c.Do(http.MethodPost, "/api/v1/namespaces", nil, ns, nil); err != nil {
+		return err
+	}
+	return c.WaitServiceAccount(name, DefaultServiceAccount, 30*time.Second)
 }
 
 // CreatePod creates pod in ns and returns what the apiserver answered; with

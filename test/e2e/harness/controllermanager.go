@@ -15,9 +15,14 @@ import (
 // collector removes what `helm uninstall` leaves to it (ReplicaSets, pods);
 // the StatefulSet and Job controllers create the pods of the other Argo CD
 // workloads (the application controller, argo-helm's redis-secret-init hook),
-// which an opt-in label on every workload reaches too.
+// which an opt-in label on every workload reaches too. The service-account
+// controllers make what the ServiceAccount admission plugin needs, as on a
+// cluster: the default ServiceAccount of every namespace (without it a pod is
+// refused), the kube-root-ca.crt ConfigMap that the token volume it mounts
+// projects, and the token controller that fills a ServiceAccount token Secret.
 var controllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller",
-	"statefulset-controller", "job-controller"}
+	"statefulset-controller", "job-controller",
+	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller"}
 
 // ControllerManagerTool is the bin/ name of the kube-controller-manager of the
 // same release as APIServerTool: kube-controller-manager[-1.32].
@@ -65,8 +70,10 @@ current-context: e2e
 
 // startControllerManager runs kube-controller-manager against the apiserver
 // with only the controllers the suite needs. It has no serving port (nothing
-// here scrapes it); the tests wait on what the controllers do instead.
-func (cp *ControlPlane) startControllerManager(logTo io.Writer) error {
+// here scrapes it); the tests wait on what the controllers do instead. saKey
+// is the apiserver's service-account signing key (the token controller signs
+// with it) and the apiserver's bundle is the root CA it publishes.
+func (cp *ControlPlane) startControllerManager(saKey string, logTo io.Writer) error {
 	bin, err := Tool(ControllerManagerTool())
 	if err != nil {
 		return err
@@ -78,6 +85,7 @@ func (cp *ControlPlane) startControllerManager(logTo io.Writer) error {
 	cp.controllers, err = Start("kube-controller-manager", []string{bin,
 		"--kubeconfig=" + cp.Kubeconfig,
 		"--controllers=" + strings.Join(controllers, ","),
+		"--service-account-private-key-file=" + saKey, "--root-ca-file=" + cp.CAFile,
 		"--leader-elect=false", "--secure-port=0", "--v=1",
 	}, nil, cp.Dir, logTo)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // ControlPlane is a real etcd, kube-apiserver and kube-controller-manager (its
-// Deployment, ReplicaSet and garbage-collector controllers) on loopback. There
+// workload, garbage-collector and service-account controllers) on loopback. There
 // is no scheduler or kubelet: pods are created and stored, never scheduled;
 // the suite boots the ones it needs itself (BootPod).
 type ControlPlane struct {
@@ -114,8 +114,10 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
 		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
-		// No controller creates the default ServiceAccount here.
-		"--disable-admission-plugins=ServiceAccount",
+		// The default admission plugins, ServiceAccount included, as on a
+		// real cluster: a pod gets its ServiceAccount, and its token volume
+		// where it automounts one, before and after the webhooks change it.
+		// The controller-manager creates each namespace's default account.
 		"--allow-privileged=true", "--v=0",
 	}, nil, dir, logTo)
 	if err != nil {
@@ -138,7 +140,12 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	}); err != nil {
 		return nil, err
 	}
-	if err := cp.startControllerManager(logTo); err != nil {
+	if err := cp.startControllerManager(saKey, logTo); err != nil {
+		return nil, err
+	}
+	// A pod in a namespace without its default ServiceAccount is refused:
+	// the suite starts once the controllers have made default's.
+	if err := cp.Client().WaitServiceAccount("default", DefaultServiceAccount, 60*time.Second); err != nil {
 		return nil, err
 	}
 	return cp, nil

@@ -3,7 +3,29 @@ package harness
 import (
 	"fmt"
 	"net/http"
+	"time"
 )
+
+// DefaultServiceAccount is the account the ServiceAccount admission plugin
+// gives a pod that names none; kube-controller-manager creates it in every
+// namespace.
+const DefaultServiceAccount = "default"
+
+// WaitServiceAccount waits until ns/name exists. With the ServiceAccount
+// admission plugin on, a pod of an account that does not exist yet is refused
+// (for default, after the plugin's own second of retries), so a test that
+// creates pods right after its namespace waits here first, as a client of a
+// real cluster would have to.
+func (c *Client) WaitServiceAccount(ns, name string, timeout time.Duration) error {
+	err := Eventually(timeout, 20*time.Millisecond, func() (bool, error) {
+		err := c.Get("/api/v1/namespaces/"+ns+"/serviceaccounts/"+name, nil)
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("service account %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
 
 // ServiceAccountKubeconfig writes a kubeconfig to path that authenticates as
 // the service account ns/name with a token from the apiserver's TokenRequest
