@@ -98,6 +98,7 @@ func build(p *problems, f *catalogFile) *Catalog {
 			}
 		}
 	}
+	validateTmp(p, c, &f.Defaults, f.Plugins, names)
 	validateSockets(p, c.Plugins, names)
 	validatePodVolumeNames(p, f.Plugins, names)
 	validateNamespaces(p, f.Namespaces, f.Plugins, names)
@@ -145,6 +146,7 @@ func resolveDefaults(d *Defaults) ResolvedDefaults {
 		r.RunAsUser = *d.RunAsUser
 	}
 	r.TmpSizeLimit = d.TmpSizeLimit
+	r.TmpMedium = tmpMedium(d.TmpMedium)
 	if d.Resources != nil {
 		r.Resources = *d.Resources
 	} else {
@@ -201,20 +203,6 @@ func (c *Catalog) ResourcesFor(e *Entry) corev1.ResourceRequirements {
 		return *e.Resources.DeepCopy()
 	}
 	return *c.Defaults.Resources.DeepCopy()
-}
-
-// TmpSizeLimitFor returns the plugin's /tmp size limit, or the catalog
-// default; nil means unbounded.
-func (c *Catalog) TmpSizeLimitFor(e *Entry) *resource.Quantity {
-	if e.TmpSizeLimit != nil {
-		q := e.TmpSizeLimit.DeepCopy()
-		return &q
-	}
-	if c.Defaults.TmpSizeLimit != nil {
-		q := c.Defaults.TmpSizeLimit.DeepCopy()
-		return &q
-	}
-	return nil
 }
 
 func dedupe(in []string) []string {

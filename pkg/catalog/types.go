@@ -52,6 +52,10 @@ type Defaults struct {
 	// TmpSizeLimit bounds every sidecar's private /tmp (an emptyDir);
 	// nil leaves it unbounded, as Kubernetes does.
 	TmpSizeLimit *resource.Quantity `json:"tmpSizeLimit,omitempty"`
+	// TmpMedium is where every sidecar's /tmp lives: Disk (empty means it,
+	// the node's disk) or Memory (a tmpfs whose files count against the
+	// sidecar's memory limit; needs a tmpSizeLimit). tmp.go.
+	TmpMedium string `json:"tmpMedium,omitempty"`
 	// RepoServerContainer says how the injector recognises Argo CD's
 	// repo-server container. Nil means the defaults below.
 	RepoServerContainer *RepoServerContainer `json:"repoServerContainer,omitempty"`
@@ -140,6 +144,9 @@ type Plugin struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 	// TmpSizeLimit replaces defaults.tmpSizeLimit for this plugin's /tmp.
 	TmpSizeLimit *resource.Quantity `json:"tmpSizeLimit,omitempty"`
+	// TmpMedium replaces defaults.tmpMedium for this plugin's /tmp (Disk
+	// or Memory; empty: the default's).
+	TmpMedium string `json:"tmpMedium,omitempty"`
 	// Volumes are mounted in this plugin's sidecar only.
 	Volumes []Volume `json:"volumes,omitempty"`
 	// Home, when set, gives the sidecar a writable HOME (an emptyDir).
@@ -222,6 +229,9 @@ type ResolvedDefaults struct {
 	Resources corev1.ResourceRequirements
 	// TmpSizeLimit is defaults.tmpSizeLimit; nil when unset.
 	TmpSizeLimit *resource.Quantity
+	// TmpMedium is defaults.tmpMedium as an emptyDir medium: "" (disk) or
+	// Memory.
+	TmpMedium corev1.StorageMedium
 	// RepoServerEnv are the RepoServer settings as env vars, in a fixed order.
 	RepoServerEnv []corev1.EnvVar
 	// RepoServerNames and RepoServerPrograms recognise the repo-server

@@ -132,10 +132,7 @@ func startGate() *corev1.LifecycleHandler {
 // pluginVolumes are the volumes one plugin owns: its /tmp, unless the image
 // bakes it its config, then its home and catalog volumes.
 func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
-	vols := []corev1.Volume{{
-		Name:         keys.TmpVolumeName(e.Name),
-		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: cat.TmpSizeLimitFor(e)}},
-	}}
+	vols := []corev1.Volume{tmpVolume(cat, e)}
 	switch {
 	case e.Config.ConfigMap != nil:
 		vols = append(vols, corev1.Volume{
@@ -158,6 +155,18 @@ func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
 		})
 	}
 	return append(vols, extraVolumes(e)...)
+}
+
+// tmpVolume is the plugin's private /tmp: on the node's disk or in memory,
+// bounded or not, as the catalog says (pkg/catalog/tmp.go says what each
+// costs).
+func tmpVolume(cat *catalog.Catalog, e *catalog.Entry) corev1.Volume {
+	return corev1.Volume{
+		Name: keys.TmpVolumeName(e.Name),
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: cat.TmpMediumFor(e), SizeLimit: cat.TmpSizeLimitFor(e),
+		}},
+	}
 }
 
 func emptyDir(name string) corev1.Volume {

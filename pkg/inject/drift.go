@@ -164,6 +164,9 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 		for _, msg := range extraVolumesDrift(pod, e) {
 			stale(p, StaleContainerSpec, "plugin %s: %s", p, msg)
 		}
+		if msg := tmpVolumeDrift(pod, cat, e); msg != "" {
+			stale(p, StaleContainerSpec, "plugin %s: %s", p, msg)
+		}
 		k := keys.ConfigAnnotationPrefix + p
 		if len(d.Stale) == before && e.InlineYAML != "" && e.Config.ConfigMap == nil && pod.Annotations[k] != e.InlineYAML {
 			d.Live[k] = e.InlineYAML
@@ -343,6 +346,39 @@ func sameProbe(have, want *corev1.Probe) bool {
 		return false
 	}
 	return have.PeriodSeconds == want.PeriodSeconds && have.FailureThreshold == want.FailureThreshold && have.TimeoutSeconds == want.TimeoutSeconds
+}
+
+// tmpVolumeDrift says how the plugin's /tmp in the pod differs from the
+// catalog's (another medium or size limit), "" when it does not: a volume's
+// source is fixed for the pod's life, so only a new pod takes it.
+func tmpVolumeDrift(pod *corev1.Pod, cat *catalog.Catalog, e *catalog.Entry) string {
+	want := tmpVolume(cat, e)
+	for i := range pod.Spec.Volumes {
+		have := &pod.Spec.Volumes[i]
+		if have.Name != want.Name {
+			continue
+		}
+		if have.EmptyDir == nil || !equality.Semantic.DeepEqual(have.VolumeSource, want.VolumeSource) {
+			return fmt.Sprintf("/tmp is %s, the catalog says %s", tmpText(have.EmptyDir), tmpText(want.EmptyDir))
+		}
+		return ""
+	}
+	return "volume " + want.Name + " (/tmp) is missing"
+}
+
+// tmpText describes an emptyDir /tmp for drift messages.
+func tmpText(d *corev1.EmptyDirVolumeSource) string {
+	if d == nil {
+		return "not an emptyDir"
+	}
+	where := "on the node's disk"
+	if d.Medium == corev1.StorageMediumMemory {
+		where = "in memory"
+	}
+	if d.SizeLimit == nil {
+		return where + ", unbounded"
+	}
+	return where + ", sizeLimit " + d.SizeLimit.String()
 }
 
 // compareConfigSource says how the pod's config volume for e differs from the

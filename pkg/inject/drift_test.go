@@ -160,6 +160,12 @@ func TestDriftLiveVersusStale(t *testing.T) {
 				h.Command[slices.Index(h.Command, "--timeout")+1] = "30s"
 			},
 			stale: []string{"helm/container_spec"}},
+		{name: "tmp medium", plugins: "helm, kustomize", rev: "r1",
+			cat:   catalogWith(t, "    image: kustomize:5\n", "    image: kustomize:5\n    tmpMedium: Memory\n    tmpSizeLimit: 256Mi\n"),
+			stale: []string{"kustomize/container_spec"}},
+		{name: "tmp size limit", plugins: "helm", rev: "r1",
+			cat:   catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, tmpSizeLimit: 1Gi}"),
+			stale: []string{"helm/container_spec"}},
 		{name: "allowed override stays current", plugins: "helm", rev: "r1", cat: testCat(t),
 			podAnn: map[string]string{keys.ImageAnnotationPrefix + "helm": "alpine/helm:3.15.0"}},
 		{name: "override no longer allowed", plugins: "helm", rev: "r1", cat: catalogWith(t, `["alpine/helm:*"]`, `["alpine/helm:3.16.*"]`),

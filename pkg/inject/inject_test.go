@@ -264,6 +264,41 @@ func TestStartGateOnlyOnNativeSidecars(t *testing.T) {
 	}
 }
 
+// A plugin's /tmp goes to memory when the catalog says so, the plugin's
+// setting over the default's, with its size limit; the drift check names the
+// old and new /tmp.
+func TestTmpMedium(t *testing.T) {
+	cat := catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, tmpMedium: Memory, tmpSizeLimit: 512Mi}",
+		"    image: kustomize:5\n", "    image: kustomize:5\n    tmpMedium: Disk\n")
+	in := pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil)
+	r := Inject(in, "argocd", cat)
+	if r.Decision != Injected {
+		t.Fatal(r.Decision, r.Problems)
+	}
+	want := map[string]corev1.StorageMedium{"cmp-helm-tmp": corev1.StorageMediumMemory, "cmp-kustomize-tmp": ""}
+	for _, v := range r.Pod.Spec.Volumes {
+		if w, ok := want[v.Name]; ok {
+			if v.EmptyDir == nil || v.EmptyDir.Medium != w || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "512Mi" {
+				t.Errorf("volume %s: %+v, want medium %q, sizeLimit 512Mi", v.Name, v.EmptyDir, w)
+			}
+			delete(want, v.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing volumes %v", want)
+	}
+	checkPatch(t, pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), r)
+
+	stored := injectedPod(t, "helm", nil)
+	d, err := CheckDrift(stored, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := d.StaleMessage(); !strings.Contains(msg, "plugin helm: /tmp is on the node's disk, unbounded, the catalog says in memory, sizeLimit 512Mi") {
+		t.Errorf("drift: %s", msg)
+	}
+}
+
 // Every repo-server volume can be bounded (argo-helm's
 // repoServer.emptyDir.sizeLimit): the sidecars' private /tmp too, by the
 // catalog's default or the plugin's own limit.
