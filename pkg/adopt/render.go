@@ -9,14 +9,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 )
 
-// The catalog file's header. pkg/catalog keeps its own copy unexported;
-// the tests load every written catalog with catalog.Parse, so the two
-// cannot drift apart unnoticed.
-const (
-	catalogAPIVersion = "cmp-injector.io/v1alpha1"
-	catalogKind       = "PluginCatalog"
-)
-
 // catalogFile is catalog.yaml as adopt writes it.
 type catalogFile struct {
 	APIVersion string                     `json:"apiVersion"`
@@ -36,7 +28,7 @@ const (
 func (a *adopter) result() (*Result, error) {
 	r := &Result{Plugins: a.adopted, Removed: a.removed}
 	if len(a.adopted) > 0 {
-		f := catalogFile{APIVersion: catalogAPIVersion, Kind: catalogKind, Defaults: a.defaults, Plugins: a.plugins, Namespaces: a.namespaces}
+		f := catalogFile{APIVersion: catalog.APIVersion, Kind: catalog.Kind, Defaults: a.defaults, Plugins: a.plugins, Namespaces: a.namespaces}
 		y, err := yaml.Marshal(f)
 		if err != nil {
 			return nil, err

@@ -13,10 +13,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
 
-// catalogAPIVersion and catalogKind identify a catalog file.
+// APIVersion and Kind identify a catalog file (adopt writes them too).
 const (
-	catalogAPIVersion = "cmp-injector.io/v1alpha1"
-	catalogKind       = "PluginCatalog"
+	APIVersion = "cmp-injector.io/v1alpha1"
+	Kind       = "PluginCatalog"
 	// AllNamespaces is the namespaces key whose plugins every namespace may use.
 	AllNamespaces = "*"
 )

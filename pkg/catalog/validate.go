@@ -38,11 +38,11 @@ func validPullPolicy(p *problems, field string, v corev1.PullPolicy) {
 }
 
 func validateHeader(p *problems, f *catalogFile) {
-	if f.APIVersion != catalogAPIVersion {
-		p.addf("apiVersion", "must be %q (got %q)", catalogAPIVersion, f.APIVersion)
+	if f.APIVersion != APIVersion {
+		p.addf("apiVersion", "must be %q (got %q)", APIVersion, f.APIVersion)
 	}
-	if f.Kind != catalogKind {
-		p.addf("kind", "must be %q (got %q)", catalogKind, f.Kind)
+	if f.Kind != Kind {
+		p.addf("kind", "must be %q (got %q)", Kind, f.Kind)
 	}
 }
 
