@@ -16,19 +16,35 @@ import (
 	"github.com/cmp-injector/cmp-injector/hack/images/oci"
 )
 
-// imageSpec is one product image.
+// imageSpec is one image: a product image, or a plugin image of the library
+// (deploy/plugins/<plugin>/), which is the cmp-server image plus a tool.
 type imageSpec struct {
-	Name string // repository's last element and the binary's name
+	Name string // repository's last element
 	Cmd  string // Go package of the main
+	Bin  string // the binary's name in binDir, the entrypoint
 	// User is the non-root UID:GID the image runs as: the cmp-server image is
 	// also the copy init container and defaults to Argo CD's 999; the injector
 	// runs as the distroless nonroot user.
 	User string
+	// Tool is a plugin image's tool, nil in a product image.
+	Tool *toolSpec
+}
+
+// toolSpec is a tool built from the Go module proxy at the package and
+// version hack/versions.sh pins, the same build hack/tools.sh puts in bin/.
+type toolSpec struct {
+	Name       string // the binary's name in binDir
+	Plugin     string // the deploy/plugins/<plugin> whose catalog entry runs the image
+	PkgVar     string // hack/versions.sh's variable holding the Go package
+	VersionVar string // and the one holding the version
+	License    string // SPDX expression of the tool's licence
 }
 
 var specs = []imageSpec{
-	{Name: "cmp-injector", Cmd: "./cmd/cmp-injector", User: "65532:65532"},
-	{Name: "cmp-server", Cmd: "./cmd/cmp-server", User: "999:999"},
+	{Name: "cmp-injector", Cmd: "./cmd/cmp-injector", Bin: "cmp-injector", User: "65532:65532"},
+	{Name: "cmp-server", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999"},
+	{Name: "cmp-jsonnet", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999",
+		Tool: &toolSpec{Name: "jsonnet", Plugin: "jsonnet", PkgVar: "JSONNET_PKG", VersionVar: "JSONNET_VERSION", License: "Apache-2.0"}},
 }
 
 // buildInfo is what every image of one build shares.
@@ -41,6 +57,9 @@ type buildInfo struct {
 	Epoch    time.Time // every timestamp in the image: the commit's time
 	CAFile   string    // the build machine's CA bundle
 	WorkDir  string    // where binaries are compiled
+	// Pins are hack/versions.sh's NAME=value lines: the plugin tools'
+	// packages and versions.
+	Pins map[string]string
 }
 
 // platforms are the image index's platforms, in order.
@@ -51,9 +70,10 @@ var platforms = []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux"
 const binDir = "usr/local/bin"
 
 // buildImage compiles spec's binary for p and assembles its image: an empty
-// base, one layer with what a distroless static image has, one with the binary.
+// base, one layer with what a distroless static image has, one with the binary
+// and, in a plugin image, one with the tool.
 func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform) (v1.Image, error) {
-	bin := filepath.Join(b.WorkDir, p.Architecture, spec.Name)
+	bin := filepath.Join(b.WorkDir, p.Architecture, spec.Bin)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version="+b.Version,
 		"-o", bin, spec.Cmd)
@@ -66,19 +86,29 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(bin)
+	app, err := fileLayer(bin, spec.Bin, b.Epoch)
 	if err != nil {
 		return nil, err
 	}
-	app, err := oci.Layer([]oci.Entry{{Path: binDir + "/" + spec.Name, Mode: 0o755, Data: data}}, b.Epoch)
-	if err != nil {
-		return nil, err
+	adds := []mutate.Addendum{
+		{Layer: base, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: CA certificates, passwd, group, /tmp", Comment: "base"}},
+		{Layer: app, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: " + spec.Cmd}},
+	}
+	if spec.Tool != nil {
+		pkg, version, file, err := buildTool(ctx, b, *spec.Tool, p)
+		if err != nil {
+			return nil, err
+		}
+		layer, err := fileLayer(file, spec.Tool.Name, b.Epoch)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: b.Epoch},
+			CreatedBy: "cmp-injector hack/images: go install " + pkg + "@" + version, Comment: spec.Tool.Name}})
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: base, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: CA certificates, passwd, group, /tmp", Comment: "base"}},
-		mutate.Addendum{Layer: app, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: " + spec.Cmd}})
+	img, err = mutate.Append(img, adds...)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +122,7 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 	cfg.Author = "cmp-injector"
 	cfg.Config = v1.Config{
 		User:       spec.User,
-		Entrypoint: []string{"/" + binDir + "/" + spec.Name},
+		Entrypoint: []string{"/" + binDir + "/" + spec.Bin},
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 		Labels:     b.labels(spec),
@@ -100,9 +130,19 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 	return mutate.ConfigFile(img, cfg)
 }
 
-// labels are the OCI annotations every registry and scanner reads.
+// fileLayer is a layer holding the executable file as binDir/name.
+func fileLayer(file, name string, epoch time.Time) (v1.Layer, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return oci.Layer([]oci.Entry{{Path: binDir + "/" + name, Mode: 0o755, Data: data}}, epoch)
+}
+
+// labels are the OCI annotations every registry and scanner reads; a plugin
+// image names its tool, the tool's pin and licence too.
 func (b buildInfo) labels(spec imageSpec) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		"org.opencontainers.image.source":      "https://github.com/cmp-injector/cmp-injector",
 		"org.opencontainers.image.title":       spec.Name,
 		"org.opencontainers.image.version":     b.Version,
@@ -111,7 +151,18 @@ func (b buildInfo) labels(spec imageSpec) map[string]string {
 		"org.opencontainers.image.licenses":    "Apache-2.0",
 		"org.opencontainers.image.description": "cmp-injector: Argo CD Config Management Plugins as injected sidecars",
 	}
+	if t := spec.Tool; t != nil {
+		pkg, version := b.Pins[t.PkgVar], b.Pins[t.VersionVar]
+		l["org.opencontainers.image.licenses"] = "Apache-2.0 AND " + t.License
+		l["org.opencontainers.image.description"] = fmt.Sprintf("cmp-injector's %s plugin (deploy/plugins/%s): cmp-server and %s %s built from %s",
+			t.Plugin, t.Plugin, t.Name, version, pkg)
+		l[toolLabel] = pkg + "@" + version
+	}
+	return l
 }
+
+// toolLabel names the Go package and version of a plugin image's tool.
+const toolLabel = "io.cmp-injector.tool"
 
 // baseLayer is what a distroless static image holds: CA certificates (the
 // build machine's Debian ca-certificates), passwd and group, a sticky /tmp and

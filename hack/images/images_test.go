@@ -2,11 +2,13 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,7 +86,7 @@ func TestImages(t *testing.T) {
 					t.Fatal(err)
 				}
 				c := cfg.Config
-				if c.User != spec.User || strings.HasPrefix(c.User, "0") || len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/"+spec.Name {
+				if c.User != spec.User || strings.HasPrefix(c.User, "0") || len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/"+spec.Bin {
 					t.Errorf("%s: user %q entrypoint %q", f, c.User, c.Entrypoint)
 				}
 				for k, v := range map[string]string{"org.opencontainers.image.source": "https://github.com/cmp-injector/cmp-injector",
@@ -94,7 +96,7 @@ func TestImages(t *testing.T) {
 					}
 				}
 				files := listFiles(t, mutate.Extract(img))
-				for _, want := range []string{"etc/ssl/certs/ca-certificates.crt", "etc/passwd", "etc/group", "tmp", "usr/local/bin/" + spec.Name} {
+				for _, want := range []string{"etc/ssl/certs/ca-certificates.crt", "etc/passwd", "etc/group", "tmp", "usr/local/bin/" + spec.Bin} {
 					if _, ok := files[want]; !ok {
 						t.Errorf("%s lacks %s", f, want)
 					}
@@ -106,17 +108,21 @@ func TestImages(t *testing.T) {
 					continue
 				}
 				// The binary from the image runs here and reports the build's version.
-				bin := filepath.Join(t.TempDir(), spec.Name)
-				if err := os.WriteFile(bin, files["usr/local/bin/"+spec.Name], 0o755); err != nil {
+				bin := filepath.Join(t.TempDir(), spec.Bin)
+				if err := os.WriteFile(bin, files["usr/local/bin/"+spec.Bin], 0o755); err != nil {
 					t.Fatal(err)
 				}
 				out, err := exec.Command(bin, "version").CombinedOutput()
 				if err != nil || !strings.Contains(string(out), b.Version) {
-					t.Errorf("%s version: %v %s (want %s)", spec.Name, err, out, b.Version)
+					t.Errorf("%s version: %v %s (want %s)", spec.Bin, err, out, b.Version)
+				}
+				if spec.Tool != nil {
+					checkTool(t, b, *spec.Tool, c.Labels, files)
 				}
 			}
 		})
 	}
+	checkPluginCatalog(t, b, runs[0])
 
 	// The chart deploys the tag built here, and the example catalog's copy
 	// container runs the cmp-server image of the same tag.
@@ -196,5 +202,57 @@ func listFiles(t *testing.T, rc io.ReadCloser) map[string][]byte {
 		}
 		b, _ := io.ReadAll(tr)
 		out[strings.TrimSuffix(h.Name, "/")] = b
+	}
+}
+
+// checkTool: a plugin image's tool is hack/tools.sh's build of the pin, byte
+// for byte (so the tests, which run bin/'s, test what the image ships), and
+// its labels name it.
+func checkTool(t *testing.T, b buildInfo, tool toolSpec, labels map[string]string, files map[string][]byte) {
+	t.Helper()
+	pin := b.Pins[tool.PkgVar] + "@" + b.Pins[tool.VersionVar]
+	if labels[toolLabel] != pin || !strings.Contains(labels["org.opencontainers.image.licenses"], tool.License) {
+		t.Errorf("%s: labels %v, want %s=%s and licence %s", tool.Name, labels, toolLabel, pin, tool.License)
+	}
+	data, ok := files["usr/local/bin/"+tool.Name]
+	if !ok {
+		t.Fatalf("the image lacks usr/local/bin/%s", tool.Name)
+	}
+	local, err := os.ReadFile(filepath.Join(b.Root, "bin", tool.Name))
+	if err != nil {
+		t.Fatalf("%v: run hack/tools.sh %s", err, tool.Name)
+	}
+	if !bytes.Equal(data, local) {
+		t.Errorf("the image's %s (%d bytes) differs from bin/%s (%d bytes), hack/tools.sh's build of %s", tool.Name, len(data), tool.Name, len(local), pin)
+	}
+}
+
+// checkPluginCatalog: each plugin image is what the example catalog's entry
+// of its plugin runs and allows.
+func checkPluginCatalog(t *testing.T, b buildInfo, built []built) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.Root, "deploy", "plugins", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat struct {
+		Plugins map[string]struct {
+			Image         string   `json:"image"`
+			AllowedImages []string `json:"allowedImages"`
+		} `json:"plugins"`
+	}
+	if err := yaml.Unmarshal(data, &cat); err != nil {
+		t.Fatal(err)
+	}
+	for i, spec := range specs {
+		if spec.Tool == nil {
+			continue
+		}
+		e, ok := cat.Plugins[spec.Tool.Plugin]
+		repo, _, _ := strings.Cut(built[i].Ref, ":")
+		if !ok || e.Image != built[i].Ref || !slices.Contains(e.AllowedImages, repo+":*") {
+			t.Errorf("deploy/plugins/catalog.yaml plugins.%s: image %q allowedImages %q, want the built %s and %s:*",
+				spec.Tool.Plugin, e.Image, e.AllowedImages, built[i].Ref, repo)
+		}
 	}
 }

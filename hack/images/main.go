@@ -1,6 +1,7 @@
-// Command images builds the OCI images of cmp-injector and cmp-server with no
-// container engine and no base image download (`make images`): each is the
-// static binary on an empty image plus what a distroless static image holds,
+// Command images builds the OCI images of cmp-injector and cmp-server, and the
+// plugin library's images (cmp-server plus one pinned tool, e.g. cmp-jsonnet),
+// with no container engine and no base image download (`make images`): each is
+// static binaries on an empty image plus what a distroless static image holds,
 // for linux/amd64 and linux/arm64, written under bin/images as
 //
 //	<name>.oci.tar              an OCI image layout of the multi-platform index
@@ -86,6 +87,9 @@ func newBuildInfo(registry, version string) (buildInfo, error) {
 		return b, fmt.Errorf("charts/cmp-injector/Chart.yaml has no appVersion (%v)", err)
 	}
 	b.Tag = c.AppVersion
+	if b.Pins, err = readPins(root); err != nil {
+		return b, err
+	}
 	if b.Version == "" {
 		if b.Version, err = gitOut(root, "describe", "--tags", "--always", "--dirty"); err != nil {
 			return b, err
