@@ -73,7 +73,7 @@ func TestTenancyRefusesBeforeWriting(t *testing.T) {
 		reason        string
 	}{
 		{"other project", "team-b", good, `plugin "vault" refuses project "team-b": it is not in allowedProjects [team-a, platform-*]`, "project_not_allowed"},
-		{"no project", "", good, `plugin "vault" refuses this request: it names no Argo CD project, and the plugin is limited to allowedProjects [team-a, platform-*]`, "project_missing"},
+		{"no project", "", good, `plugin "vault" refuses this request: it names no Argo CD project, and the plugin is limited to allowedProjects [team-a, platform-*]; Argo CD's repo-server sends the project only with GenerateManifest, and only since v3.0`, "project_missing"},
 		{"other repository", "team-a", "https://bob:hunter2@gitlab.com/org/apps", `plugin "vault" refuses repository "https://bob:xxxxx@gitlab.com/org/apps" of project "team-a": it matches none of allowedSourceRepos [https://github.com/org/*]`, "repo_not_allowed"},
 	} {
 		_, err := ts.dial(t).Generate(ctxTimeout(t, 60*time.Second), client.Request{RepoRoot: root, Env: tenantEnv(tc.project, tc.repo)})

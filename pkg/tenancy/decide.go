@@ -44,7 +44,10 @@ const (
 	Allowed Reason = "allowed"
 	// NotChecked: the call is discovery, which is never refused.
 	NotChecked Reason = "not_checked"
-	// ProjectMissing: allowedProjects is set and the request names no project.
+	// ProjectMissing: allowedProjects is set and the request names no
+	// project: every generate from a repo-server before v3.0, which does not
+	// send ARGOCD_APP_PROJECT_NAME. Refused: a rule that cannot be checked
+	// does not hold.
 	ProjectMissing Reason = "project_missing"
 	// ProjectNotAllowed: the project matches no allowed pattern, or a deny one.
 	ProjectNotAllowed Reason = "project_not_allowed"
@@ -167,7 +170,7 @@ func (d Decision) Message(plugin string) string {
 	project := "project " + quoteOr(d.Project, "(none)")
 	switch d.Reason {
 	case ProjectMissing:
-		return fmt.Sprintf("plugin %q refuses this request: it names no Argo CD project, and the plugin is limited to %s; Argo CD sends the project only with GenerateManifest", plugin, rule)
+		return fmt.Sprintf("plugin %q refuses this request: it names no Argo CD project, and the plugin is limited to %s; Argo CD's repo-server sends the project only with GenerateManifest, and only since v3.0", plugin, rule)
 	case ProjectNotAllowed:
 		if d.Deny != "" {
 			return fmt.Sprintf("plugin %q refuses %s: it matches %q in %s", plugin, project, d.Deny, rule)

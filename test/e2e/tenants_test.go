@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// Plugins per Argo CD project and repository (argo-cd#21177, issue 26): two
+// catalog plugins, one limited to project team-a, one to repositories named
+// team-a, injected by the webhook into a repo-server pod shaped like Argo
+// CD's and booted with each pinned release's own repo-server. Two
+// Applications, in two projects and two repositories, name each plugin: one
+// renders, the other is refused with Argo CD's error text around ours.
+// Argo CD's repo-server sends the project only since v3.0, so on v2 the
+// project-limited plugin refuses both (a rule that cannot be checked does
+// not hold) and says why. (Two tenants reading two Vault roles on the real
+// node is not here: there is no Vault server yet.)
+
+// The plugins' catalog names (and plugin.yaml names).
+const (
+	projectPlugin = "tenant-project"
+	repoPlugin    = "tenant-repo"
+)
+
+// tenantCatalog is the example catalog plus projectPlugin and repoPlugin,
+// which print one ConfigMap naming the project they rendered for.
+func tenantCatalog(t *testing.T, ns string) []byte {
+	t.Helper()
+	var cat map[string]any
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{ns: {"helm", projectPlugin, repoPlugin}}), &cat); err != nil {
+		t.Fatal(err)
+	}
+	plugin := func(name string) map[string]any {
+		return map[string]any{
+			"image": "registry.example/e2e/shell:1",
+			"config": map[string]any{"inline": map[string]any{
+				"apiVersion": "argoproj.io/v1alpha1", "kind": "ConfigManagementPlugin",
+				"metadata": map[string]any{"name": name},
+				"spec": map[string]any{
+					"parameters": map[string]any{"static": []any{map[string]any{"name": "greeting"}}},
+					"generate": map[string]any{"command": []string{"sh", "-c",
+						`printf '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"%s"},"data":{"project":"%s"}}\n' "$ARGOCD_APP_NAME" "$ARGOCD_APP_PROJECT_NAME"`}},
+				},
+			}},
+		}
+	}
+	plugins, _ := cat["plugins"].(map[string]any)
+	plugins[projectPlugin] = plugin(projectPlugin)
+	plugins[projectPlugin].(map[string]any)["allowedProjects"] = []string{"team-a"}
+	plugins[repoPlugin] = plugin(repoPlugin)
+	plugins[repoPlugin].(map[string]any)["allowedSourceRepos"] = []string{"file:///**/team-a.git"}
+	b, err := yaml.Marshal(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tenantRepoServerPod is the pod template of the Argo CD-shaped repo-server
+// Deployment running image, opted in for tenantPlugin.
+func tenantRepoServerPod(t *testing.T, name, image string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(b), harness.ArgoImage+":latest", image)), &dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: *dep.Spec.Template.ObjectMeta.DeepCopy(), Spec: *dep.Spec.Template.Spec.DeepCopy()}
+	pod.Name = name
+	pod.Labels[keys.InjectLabel] = keys.EnabledValue
+	pod.Annotations = map[string]string{keys.PluginsAnnotation: projectPlugin + "," + repoPlugin}
+	return pod
+}
+
+func TestTenantsThroughArgoCD(t *testing.T) {
+	rels, err := harness.ArgoReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := env.cp.Client()
+	ns := newNamespace(t, "tenants", enabledNS)
+	redis, err := harness.StartRedis(filepath.Join(env.root, "tenants-redis"), redisSecret, env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer redis.Stop()
+	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-config.yaml"),
+		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
+		t.Fatal(err)
+	}
+	startInjector(t, tenantCatalog(t, ns))
+	waitActive(t, ns)
+	// One repository per team, the same content.
+	var repos [2]tenantRepo
+	for i, team := range []string{"team-a", "team-b"} {
+		url, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), team+".git"), filepath.Join("testdata", "chain", "repo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		repos[i] = tenantRepo{url, commit}
+	}
+
+	for i, rel := range rels {
+		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
+			pod := createStored(t, ns, tenantRepoServerPod(t, "repo-tenants-"+strconv.Itoa(i), rel.Image()))
+			if got := strings.Join(status(t, pod).Plugins, ","); got != projectPlugin+","+repoPlugin {
+				t.Fatalf("pod injected with %v", got)
+			}
+			if cfg := pod.Annotations[keys.ConfigAnnotationPrefix+projectPlugin]; !strings.Contains(cfg, "allowedProjects:\n  - team-a") {
+				t.Fatalf("the sidecar's plugin.yaml does not carry the rules:\n%s", cfg)
+			}
+			rs, err := harness.BootRepoServer(c, pod, rel, env.bins["cmp-server"], filepath.Join(env.root, "tn"+strconv.Itoa(i)), env.logFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Stop()
+			tenantCases(t, rs, rel, repos)
+		})
+	}
+}
+
+// tenantRepo is a team's repository.
+type tenantRepo struct{ url, commit string }
+
+// tenantCases are two Applications, team-a's and team-b's, each in its own
+// project and repository, as the application controller asks for their
+// manifests through each plugin, and the parameters announcement the UI
+// asks for, which carries no project.
+func tenantCases(t *testing.T, rs *harness.RepoServer, rel harness.ArgoRelease, repos [2]tenantRepo) {
+	request := func(plugin, app, project string, repo tenantRepo) manifestRequest {
+		return manifestRequest{
+			Repo: &argoRepo{Repo: repo.url}, Revision: "HEAD", NoCache: true,
+			AppName: app, Namespace: "demo",
+			ApplicationSource: &argoSource{RepoURL: repo.url, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: plugin}},
+			KubeVersion:       kubeVersion(), APIVersions: []string{"v1"},
+			ProjectName: project, ProjectSourceRepos: []string{"*"},
+		}
+	}
+	renders := func(t *testing.T, plugin string) {
+		t.Helper()
+		var resp manifestResponse
+		if err := rs.Call("generate", request(plugin, "app-a", "team-a", repos[0]), &resp); err != nil {
+			t.Fatal(err)
+		}
+		project := "team-a"
+		if strings.HasPrefix(rel.Version, "v2.") {
+			project = "" // not sent before v3.0
+		}
+		want := `{"apiVersion":"v1","data":{"project":"` + project + `"},"kind":"ConfigMap","metadata":{"name":"app-a"}}`
+		if resp.Revision != repos[0].commit || len(resp.Manifests) != 1 || resp.Manifests[0] != want {
+			t.Errorf("revision %s, manifests %q; want %s and %s", resp.Revision, resp.Manifests, repos[0].commit, want)
+		}
+	}
+	// refused asks for app's manifests and checks that Argo CD's error
+	// carries ours, after its own words (the repo-server's, then its CMP
+	// client's) and the sidecar's status code.
+	refused := func(t *testing.T, plugin, app, project string, repo tenantRepo, ours string) {
+		t.Helper()
+		var resp manifestResponse
+		err := rs.Call("generate", request(plugin, app, project, repo), &resp)
+		var rpcErr *harness.RPCError
+		if !errors.As(err, &rpcErr) {
+			t.Fatalf("%s rendered: %v %q", app, err, resp.Manifests)
+		}
+		argo := "error generating manifests in cmp: rpc error: code = PermissionDenied desc = "
+		if i := strings.Index(rpcErr.Message, argo+ours); i < 0 {
+			t.Errorf("Argo CD's error does not end with ours after %q:\n  got  %s\n  want %s", argo, rpcErr.Message, ours)
+		}
+		t.Logf("as expected, Argo CD says: %s", rpcErr.Message)
+	}
+	const projectRule = "allowedProjects [team-a]"
+	if strings.HasPrefix(rel.Version, "v2.") {
+		t.Run("without a project from the repo-server, the project-limited plugin refuses both", func(t *testing.T) {
+			missing := fmt.Sprintf(`plugin %q refuses this request: it names no Argo CD project, and the plugin is limited to %s`, projectPlugin, projectRule)
+			refused(t, projectPlugin, "app-a", "team-a", repos[0], missing)
+			refused(t, projectPlugin, "app-b", "team-b", repos[0], missing)
+		})
+	} else {
+		t.Run("team-a's Application renders", func(t *testing.T) { renders(t, projectPlugin) })
+		t.Run("team-b's Application is refused", func(t *testing.T) {
+			refused(t, projectPlugin, "app-b", "team-b", repos[0],
+				fmt.Sprintf(`plugin %q refuses project "team-b": it is not in %s`, projectPlugin, projectRule))
+		})
+	}
+	t.Run("the repository-limited plugin renders team-a's repository", func(t *testing.T) { renders(t, repoPlugin) })
+	t.Run("the repository-limited plugin refuses team-b's repository", func(t *testing.T) {
+		project := `project "team-b"`
+		if strings.HasPrefix(rel.Version, "v2.") {
+			project = "project (none)"
+		}
+		refused(t, repoPlugin, "app-b", "team-b", repos[1],
+			fmt.Sprintf(`plugin %q refuses repository %q of %s: it matches none of allowedSourceRepos [file:///**/team-a.git]`, repoPlugin, repos[1].url, project))
+	})
+	t.Run("the parameters announcement is judged by repository", func(t *testing.T) {
+		details := func(plugin string, repo tenantRepo) (appDetailsResponse, error) {
+			var d appDetailsResponse
+			err := rs.Call("appdetails", appDetailsQuery{Repo: &argoRepo{Repo: repo.url}, AppName: "app", NoCache: true,
+				Source: &argoSource{RepoURL: repo.url, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: plugin}}}, &d)
+			return d, err
+		}
+		// No project is sent: the project-limited plugin announces anyway.
+		d, err := details(projectPlugin, repos[1])
+		if err != nil || d.Plugin == nil || len(d.Plugin.ParametersAnnouncement) != 1 || d.Plugin.ParametersAnnouncement[0].Name != "greeting" {
+			t.Errorf("announcement %+v, %v", d.Plugin, err)
+		}
+		if _, err := details(repoPlugin, repos[1]); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("plugin %q refuses repository", repoPlugin)) {
+			t.Errorf("team-b's repository announced through %s: %v", repoPlugin, err)
+		}
+	})
+}
