@@ -91,7 +91,7 @@ func Decide(r Rules, req Request) Decision {
 	d := Decision{}
 	project, okProject := single(req.Projects)
 	repo, okRepo := single(req.Repos)
-	d.Project, d.Repo = project, RedactRepoURL(repo)
+	d.Project, d.Repo = project, redactRepoURL(repo)
 	if req.Call == Generate && r.AllowedProjects != nil {
 		d.Field, d.Patterns = FieldProjects, r.AllowedProjects
 		switch {
@@ -117,7 +117,7 @@ func Decide(r Rules, req Request) Decision {
 			d.Reason = RepoMissing
 			return d
 		}
-		if ok, deny := matchList(r.AllowedSourceRepos, repo, NormalizeRepoURL); !ok {
+		if ok, deny := matchList(r.AllowedSourceRepos, repo, normalizeRepoURL); !ok {
 			d.Reason, d.Deny = RepoNotAllowed, deny
 			return d
 		}

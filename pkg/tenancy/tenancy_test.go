@@ -53,8 +53,8 @@ func TestNormalizeRepoURL(t *testing.T) {
 		"ssh://git@github.com:22/org/repo":   "git@github.com:22/org/repo",
 		"https://user:tok@host:8443/org/rep": "https://user:tok@host:8443/org/rep",
 	} {
-		if got := NormalizeRepoURL(in); got != want {
-			t.Errorf("NormalizeRepoURL(%q) = %q, want %q", in, got, want)
+		if got := normalizeRepoURL(in); got != want {
+			t.Errorf("normalizeRepoURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -67,9 +67,9 @@ func TestRedactRepoURL(t *testing.T) {
 		"ssh://git@github.com/org/repo":     "ssh://git@github.com/org/repo",
 		"https://github.com/org/repo":       "https://github.com/org/repo",
 	} {
-		got := RedactRepoURL(in)
+		got := redactRepoURL(in)
 		if got != want || strings.Contains(got, "s3cret") {
-			t.Errorf("RedactRepoURL(%q) = %q, want %q", in, got, want)
+			t.Errorf("redactRepoURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
