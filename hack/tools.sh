@@ -313,10 +313,17 @@ build_matrix_argocd() {
 # apt_install CMD PACKAGE [FILE]: Debian packages for what the Go module proxy
 # does not serve.
 apt_install() {
-  if ! command -v "$1" >/dev/null 2>&1 || { [ -n "${3:-}" ] && [ ! -f "$3" ]; }; then
+  if ! system_command "$1" >/dev/null || { [ -n "${3:-}" ] && [ ! -f "$3" ]; }; then
     apt_get "$2"
   fi
-  ln -sfn "$(command -v "$1")" "$BIN/$1"
+  ln -sfn "$(system_command "$1")" "$BIN/$1"
+}
+
+# system_command NAME: where NAME is on PATH outside bin/. With bin/ first on
+# PATH (as the suite runs), `command -v` finds our own link, and linking it
+# again made it point at itself.
+system_command() {
+  (PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF -e "$BIN" -e "$BIN/" | paste -sd:) && command -v "$1")
 }
 
 # apt_install_only PACKAGE FILE: a Debian package whose files are used where they
