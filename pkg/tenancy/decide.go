@@ -88,41 +88,53 @@ func Decide(r Rules, req Request) Decision {
 	if req.Call == Match {
 		return Decision{Reason: NotChecked}
 	}
-	d := Decision{}
 	project, okProject := single(req.Projects)
 	repo, okRepo := single(req.Repos)
-	d.Project, d.Repo = project, redactRepoURL(repo)
+	d := Decision{Project: project, Repo: redactRepoURL(repo)}
+	var checks []check
 	if req.Call == Generate && r.AllowedProjects != nil {
-		d.Field, d.Patterns = FieldProjects, r.AllowedProjects
-		switch {
-		case !okProject:
-			d.Reason = Ambiguous
-			return d
-		case project == "":
-			d.Reason = ProjectMissing
-			return d
-		}
-		if ok, deny := matchList(r.AllowedProjects, project, func(s string) string { return s }); !ok {
-			d.Reason, d.Deny = ProjectNotAllowed, deny
-			return d
-		}
+		checks = append(checks, check{FieldProjects, r.AllowedProjects, project, okProject,
+			func(s string) string { return s }, ProjectMissing, ProjectNotAllowed})
 	}
 	if r.AllowedSourceRepos != nil {
-		d.Field, d.Patterns = FieldSourceRepos, r.AllowedSourceRepos
-		switch {
-		case !okRepo:
-			d.Reason = Ambiguous
-			return d
-		case repo == "":
-			d.Reason = RepoMissing
-			return d
-		}
-		if ok, deny := matchList(r.AllowedSourceRepos, repo, normalizeRepoURL); !ok {
-			d.Reason, d.Deny = RepoNotAllowed, deny
+		checks = append(checks, check{FieldSourceRepos, r.AllowedSourceRepos, repo, okRepo,
+			normalizeRepoURL, RepoMissing, RepoNotAllowed})
+	}
+	for _, c := range checks {
+		if !c.holds(&d) {
 			return d
 		}
 	}
-	return Decision{Reason: Allowed, Project: project, Repo: d.Repo}
+	return Decision{Reason: Allowed, Project: d.Project, Repo: d.Repo}
+}
+
+// check is one rule of Decide and the request's value it judges.
+type check struct {
+	field     string
+	patterns  []string
+	value     string
+	single    bool // false: the request carries different values
+	norm      func(string) string
+	missing   Reason
+	forbidden Reason
+}
+
+// holds reports whether the value passes; if not, d says why.
+func (c check) holds(d *Decision) bool {
+	d.Field, d.Patterns = c.field, c.patterns
+	switch {
+	case !c.single:
+		d.Reason = Ambiguous
+	case c.value == "":
+		d.Reason = c.missing
+	default:
+		ok, deny := matchList(c.patterns, c.value, c.norm)
+		if ok {
+			return true
+		}
+		d.Reason, d.Deny = c.forbidden, deny
+	}
+	return false
 }
 
 // single is the one value of vs: "" when there is none, false when there
