@@ -94,7 +94,7 @@ func Decide(r Rules, req Request) Decision {
 	var checks []check
 	if req.Call == Generate && r.AllowedProjects != nil {
 		checks = append(checks, check{FieldProjects, r.AllowedProjects, project, okProject,
-			func(s string) string { return s }, ProjectMissing, ProjectNotAllowed})
+			identity, ProjectMissing, ProjectNotAllowed})
 	}
 	if r.AllowedSourceRepos != nil {
 		checks = append(checks, check{FieldSourceRepos, r.AllowedSourceRepos, repo, okRepo,

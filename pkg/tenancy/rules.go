@@ -49,12 +49,13 @@ func (p Problem) String() string { return p.Field + ": " + p.Message }
 // not a glob and could not be a project's name.
 func (r Rules) Validate() []Problem {
 	var out []Problem
-	out = append(out, validateList(FieldProjects, r.AllowedProjects, checkProject)...)
-	out = append(out, validateList(FieldSourceRepos, r.AllowedSourceRepos, checkRepo)...)
+	out = append(out, validateList(FieldProjects, r.AllowedProjects, identity, checkProject)...)
+	out = append(out, validateList(FieldSourceRepos, r.AllowedSourceRepos, normalizeRepoURL, checkRepo)...)
 	return out
 }
 
-func validateList(field string, list []string, check func(string) string) []Problem {
+// validateList checks each pattern as Decide uses it: normalised by norm.
+func validateList(field string, list []string, norm func(string) string, check func(string) string) []Problem {
 	if list == nil {
 		return nil
 	}
@@ -82,7 +83,7 @@ func validateList(field string, list []string, check func(string) string) []Prob
 			continue
 		}
 		seen[raw] = true
-		if _, err := compileGlob(pat); err != nil {
+		if _, err := compileGlob(norm(pat)); err != nil {
 			out = append(out, Problem{item, fmt.Sprintf("%q is not a valid glob: %v", raw, err)})
 			continue
 		}
@@ -95,6 +96,8 @@ func validateList(field string, list []string, check func(string) string) []Prob
 	}
 	return out
 }
+
+func identity(s string) string { return s }
 
 // checkProject: a pattern without glob syntax must be a possible AppProject
 // name (a Kubernetes object name), or it names a project that cannot exist.
