@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,8 +26,11 @@ import (
 // renders, the other is refused with Argo CD's error text around ours.
 // Argo CD's repo-server sends the project only since v3.0, so on v2 the
 // project-limited plugin refuses both (a rule that cannot be checked does
-// not hold) and says why. (Two tenants reading two Vault roles on the real
-// node is not here: there is no Vault server yet.)
+// not hold) and says why. On the newest release, the admin then lets team-b
+// in: the reconciler carries the catalog change to the running pod's config
+// annotation, the kubelet (here: the boot) re-projects it, and the running
+// sidecar serves team-b without a restart. (Two tenants reading two Vault
+// roles on the real node is not here: there is no Vault server yet.)
 
 // The plugins' catalog names (and plugin.yaml names).
 const (
@@ -34,9 +38,10 @@ const (
 	repoPlugin    = "tenant-repo"
 )
 
-// tenantCatalog is the example catalog plus projectPlugin and repoPlugin,
-// which print one ConfigMap naming the project they rendered for.
-func tenantCatalog(t *testing.T, ns string) []byte {
+// tenantCatalog is the example catalog plus projectPlugin, limited to
+// projects, and repoPlugin, limited to team-a's repository, which print one
+// ConfigMap naming the project they rendered for.
+func tenantCatalog(t *testing.T, ns string, projects ...string) []byte {
 	t.Helper()
 	var cat map[string]any
 	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{ns: {"helm", projectPlugin, repoPlugin}}), &cat); err != nil {
@@ -58,7 +63,7 @@ func tenantCatalog(t *testing.T, ns string) []byte {
 	}
 	plugins, _ := cat["plugins"].(map[string]any)
 	plugins[projectPlugin] = plugin(projectPlugin)
-	plugins[projectPlugin].(map[string]any)["allowedProjects"] = []string{"team-a"}
+	plugins[projectPlugin].(map[string]any)["allowedProjects"] = projects
 	plugins[repoPlugin] = plugin(repoPlugin)
 	plugins[repoPlugin].(map[string]any)["allowedSourceRepos"] = []string{"file:///**/team-a.git"}
 	b, err := yaml.Marshal(cat)
@@ -93,7 +98,7 @@ func TestTenantsThroughArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := env.cp.Client()
-	ns := newNamespace(t, "tenants", enabledNS)
+	ns := newNamespace(t, "tenants", map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue, day2Label: "true"})
 	redis, err := harness.StartRedis(filepath.Join(env.root, "tenants-redis"), redisSecret, env.logFile)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +108,8 @@ func TestTenantsThroughArgoCD(t *testing.T) {
 		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
 		t.Fatal(err)
 	}
-	startInjector(t, tenantCatalog(t, ns))
+	// The reconciler is on: the day-2 case needs it.
+	injectors := reconcilingInjectors(t, 1, ns, tenantCatalog(t, ns, "team-a"))
 	waitActive(t, ns)
 	// One repository per team, the same content.
 	var repos [2]tenantRepo
@@ -130,8 +136,89 @@ func TestTenantsThroughArgoCD(t *testing.T) {
 			}
 			defer rs.Stop()
 			tenantCases(t, rs, rel, repos)
+			if i == 0 {
+				tenantRulesChange(t, injectors[0], rs, pod, repos[0])
+			}
 		})
 	}
+}
+
+// tenantRequest is the manifest request of Application app of project,
+// from repo, naming plugin.
+func tenantRequest(plugin, app, project string, repo tenantRepo) manifestRequest {
+	return manifestRequest{
+		Repo: &argoRepo{Repo: repo.url}, Revision: "HEAD", NoCache: true,
+		AppName: app, Namespace: "demo",
+		ApplicationSource: &argoSource{RepoURL: repo.url, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: plugin}},
+		KubeVersion:       kubeVersion(), APIVersions: []string{"v1"},
+		ProjectName: project, ProjectSourceRepos: []string{"*"},
+	}
+}
+
+// tenantRulesChange lets team-b use projectPlugin in the catalog: the
+// reconciler updates the running pod's config annotation, the boot
+// re-projects it as the kubelet would, and the same sidecar process, reloaded,
+// renders team-b's Application.
+func tenantRulesChange(t *testing.T, in *harness.Injector, rs *harness.RepoServer, pod *corev1.Pod, repo tenantRepo) {
+	t.Run("a catalog change of the rules reaches the running sidecar", func(t *testing.T) {
+		c := env.cp.Client()
+		var sidecar *harness.Process
+		for _, p := range rs.Pod.Processes() {
+			if p.Name == keys.SidecarName(projectPlugin) {
+				sidecar = p
+			}
+		}
+		if sidecar == nil {
+			t.Fatalf("no %s process", keys.SidecarName(projectPlugin))
+		}
+		if err := in.SetCatalog(tenantCatalog(t, pod.Namespace, "team-a", "team-b")); err != nil {
+			t.Fatal(err)
+		}
+		key := keys.ConfigAnnotationPrefix + projectPlugin
+		var live *corev1.Pod
+		err := harness.Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+			p, err := c.GetPod(pod.Namespace, pod.Name)
+			if err != nil {
+				return false, err
+			}
+			live = p
+			return strings.Contains(p.Annotations[key], "- team-b"), fmt.Errorf("annotation %s still %q", key, p.Annotations[key])
+		})
+		if err != nil {
+			t.Fatalf("the reconciler did not carry the change: %v\n%s", err, in.Output())
+		}
+		if err := rs.Pod.Update(live); err != nil {
+			t.Fatal(err)
+		}
+		err = harness.Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
+			var resp manifestResponse
+			err := rs.Call("generate", tenantRequest(projectPlugin, "app-b", "team-b", repo), &resp)
+			return err == nil && len(resp.Manifests) == 1, err
+		})
+		if err != nil {
+			t.Fatalf("team-b still refused after the change: %v", err)
+		}
+		if done, _ := sidecar.Exited(); done {
+			t.Error("the sidecar process ended: the change needed a restart")
+		}
+		t.Logf("as expected, the running sidecar serves team-b after the catalog change")
+		// Back to team-a alone for the pods of the next releases: wait until
+		// the webhook injects that catalog again.
+		if err := in.SetCatalog(tenantCatalog(t, pod.Namespace, "team-a")); err != nil {
+			t.Fatal(err)
+		}
+		probe := tenantRepoServerPod(t, "tenants-probe", pod.Spec.Containers[0].Image)
+		err = harness.Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
+			got, err := c.CreatePod(pod.Namespace, probe.DeepCopy(), true)
+			if err != nil {
+				return false, err
+			}
+			return !strings.Contains(got.Annotations[key], "team-b"), errors.New("the webhook still injects the changed catalog")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // tenantRepo is a team's repository.
@@ -142,15 +229,7 @@ type tenantRepo struct{ url, commit string }
 // manifests through each plugin, and the parameters announcement the UI
 // asks for, which carries no project.
 func tenantCases(t *testing.T, rs *harness.RepoServer, rel harness.ArgoRelease, repos [2]tenantRepo) {
-	request := func(plugin, app, project string, repo tenantRepo) manifestRequest {
-		return manifestRequest{
-			Repo: &argoRepo{Repo: repo.url}, Revision: "HEAD", NoCache: true,
-			AppName: app, Namespace: "demo",
-			ApplicationSource: &argoSource{RepoURL: repo.url, Path: "apps/params", TargetRevision: "HEAD", Plugin: &argoPlugin{Name: plugin}},
-			KubeVersion:       kubeVersion(), APIVersions: []string{"v1"},
-			ProjectName: project, ProjectSourceRepos: []string{"*"},
-		}
-	}
+	request := tenantRequest
 	renders := func(t *testing.T, plugin string) {
 		t.Helper()
 		var resp manifestResponse
