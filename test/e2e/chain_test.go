@@ -439,6 +439,7 @@ func argoHelmRelease(t *testing.T, rel harness.ArgoRelease, repoURL, commit stri
 		// Quoted, as repoServer.podAnnotations renders a string.
 		setPath(t, dep, "helm, kustomize, params, broken", "spec", "template", "metadata", "annotations", "cmp-injector.io/plugins")
 		restoreArgoHelmRender(t, dep)
+		createServiceAccountOf(t, chainNS, "argo-helm-repo-server.yaml")
 		if err := c.Apply("/apis/apps/v1/namespaces/"+chainNS+"/deployments", argoHelmName, dep); err != nil {
 			t.Fatal(err)
 		}

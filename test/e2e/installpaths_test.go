@@ -65,6 +65,7 @@ func TestInstallPathWorkloads(t *testing.T) {
 		}
 		meta := obj["metadata"].(map[string]any)
 		meta["namespace"] = ns
+		createServiceAccountOf(t, ns, c.file)
 		kind := obj["kind"].(string)
 		coll, ok := workloadCollections[kind]
 		if !ok {
@@ -193,6 +194,7 @@ func TestInstallPathPodsBoot(t *testing.T) {
 		t.Run(strings.TrimSuffix(file, ".yaml"), func(t *testing.T) {
 			pod := goldenPod(t, file)
 			pod.Name = fmt.Sprintf("path-%d", i)
+			createServiceAccountOf(t, ns, file)
 			stored := createStored(t, ns, pod)
 			booted, sockets, err := harness.BootInjectedPod(stored, env.bins["cmp-server"], filepath.Join(env.root, fmt.Sprintf("pb%d", i)), env.logFile)
 			if err != nil {

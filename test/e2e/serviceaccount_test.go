@@ -90,6 +90,18 @@ func TestServiceAccountTokens(t *testing.T) {
 	}
 }
 
+// createServiceAccountOf creates in ns the ServiceAccount that the golden input
+// workload file's pods name (argo-helm's argocd-repo-server, the operator's
+// example-argocd-argocd-repo-server), as the install that renders it does.
+func createServiceAccountOf(t *testing.T, ns, file string) {
+	t.Helper()
+	if sa := goldenPod(t, file).Spec.ServiceAccountName; sa != "" {
+		if err := env.cp.Client().CreateServiceAccount(ns, sa); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // tokenCatalog is the example catalog with two projected tokens: kustomize's at
 // its own path, trivial-cmp's at the default token path.
 func tokenCatalog(t *testing.T, native bool) []byte {

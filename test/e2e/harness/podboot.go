@@ -48,11 +48,13 @@ type BootOptions struct {
 	LogTo   io.Writer
 }
 
-// ObjectSource reads the ConfigMaps and Secrets a pod refers to. found is false
-// when the object does not exist.
+// ObjectSource reads the ConfigMaps and Secrets a pod refers to (found is false
+// when the object does not exist) and issues the service-account tokens its
+// projected volumes ask for.
 type ObjectSource interface {
 	ConfigMapData(ns, name string) (data map[string]string, found bool, err error)
 	SecretData(ns, name string) (data map[string][]byte, found bool, err error)
+	PodToken(pod *corev1.Pod, src *corev1.ServiceAccountTokenProjection) (string, error)
 }
 
 // BootedPod is a pod whose selected init containers ran to completion and whose
@@ -62,6 +64,10 @@ type BootedPod struct {
 	pod     *corev1.Pod
 	procs   []*Process
 	opts    BootOptions
+	// mounted are the volumes a container this boot runs mounts: only those
+	// are projected, so a pod whose Argo CD containers are not run needs no
+	// token or object source for their volumes (kube-api-access-*).
+	mounted map[string]bool
 }
 
 // Stop ends every long-running container process.
@@ -81,7 +87,12 @@ func (b *BootedPod) Processes() []*Process { return b.procs }
 // values are rewritten to the host directories of the volumes mounted there,
 // which is the only liberty taken: the argv, env and files are the pod's own.
 func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
-	b := &BootedPod{Volumes: map[string]string{}, opts: o, pod: pod}
+	b := &BootedPod{Volumes: map[string]string{}, opts: o, pod: pod, mounted: map[string]bool{}}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			b.mounted[m.Name] = b.mounted[m.Name] || o.Run(c.Name)
+		}
+	}
 	for _, v := range pod.Spec.Volumes {
 		dir := filepath.Join(o.Root, "v", v.Name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -349,8 +360,9 @@ func (m *mounts) path(p string) string {
 	return filepath.Join(m.root, p)
 }
 
-// Project writes the files of every configMap, secret and downwardAPI volume
-// from the pod and the objects it refers to, as the kubelet does at start and
+// Project writes the files of every configMap, secret, downwardAPI and
+// projected volume that a running container mounts, from the pod and the
+// objects it refers to, as the kubelet does at start and
 // again whenever they change: the kubelet's "..data" symlink swap
 // (servingtest.WriteProjected), so a process watching a file sees the old or
 // the new content, never a mix, and only if it looks through the link.
@@ -360,7 +372,7 @@ func (b *BootedPod) Project() error {
 		var files map[string][]byte
 		var err error
 		switch {
-		case v.EmptyDir != nil:
+		case v.EmptyDir != nil || !b.mounted[v.Name]:
 			continue
 		case v.DownwardAPI != nil:
 			files, err = downwardAPIFiles(b.pod, v.DownwardAPI)
@@ -368,8 +380,10 @@ func (b *BootedPod) Project() error {
 			files, err = b.configMapFiles(v.ConfigMap)
 		case v.Secret != nil:
 			files, err = b.secretFiles(v.Secret)
+		case v.Projected != nil:
+			files, err = b.projectedFiles(v.Projected)
 		default:
-			err = fmt.Errorf("only emptyDir, downwardAPI, configMap and secret volumes can be booted locally")
+			err = fmt.Errorf("only emptyDir, downwardAPI, configMap, secret and projected volumes can be booted locally")
 		}
 		if err != nil {
 			return fmt.Errorf("volume %s: %w", v.Name, err)
@@ -404,6 +418,38 @@ func (b *BootedPod) secretFiles(v *corev1.SecretVolumeSource) (map[string][]byte
 	return b.objectFiles("secret", v.SecretName, v.Optional, v.Items, func(o ObjectSource) (map[string][]byte, bool, error) {
 		return o.SecretData(b.pod.Namespace, v.SecretName)
 	})
+}
+
+// projectedFiles merges a projected volume's sources, as the kubelet does: the
+// ServiceAccount admission plugin's kube-api-access-* volume (a token, the
+// cluster CA, the namespace) and a catalog token with its audience.
+func (b *BootedPod) projectedFiles(v *corev1.ProjectedVolumeSource) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, src := range v.Sources {
+		var files map[string][]byte
+		var err error
+		switch {
+		case src.ConfigMap != nil:
+			files, err = b.configMapFiles(&corev1.ConfigMapVolumeSource{LocalObjectReference: src.ConfigMap.LocalObjectReference, Items: src.ConfigMap.Items, Optional: src.ConfigMap.Optional})
+		case src.Secret != nil:
+			files, err = b.secretFiles(&corev1.SecretVolumeSource{SecretName: src.Secret.Name, Items: src.Secret.Items, Optional: src.Secret.Optional})
+		case src.DownwardAPI != nil:
+			files, err = downwardAPIFiles(b.pod, &corev1.DownwardAPIVolumeSource{Items: src.DownwardAPI.Items})
+		case src.ServiceAccountToken != nil && b.opts.Objects != nil:
+			var tok string
+			tok, err = b.opts.Objects.PodToken(b.pod, src.ServiceAccountToken)
+			files = map[string][]byte{src.ServiceAccountToken.Path: []byte(tok)}
+		default:
+			err = fmt.Errorf("this projected source cannot be booted locally")
+		}
+		if err != nil {
+			return nil, err
+		}
+		for k, val := range files {
+			out[k] = val
+		}
+	}
+	return out, nil
 }
 
 // objectFiles reads a configMap or secret volume's object as the kubelet does:
