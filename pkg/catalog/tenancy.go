@@ -37,9 +37,12 @@ func validateTenancy(p *problems, field string, pl *Plugin) {
 // sidecar reads. The inline config must not set them itself: the catalog
 // entry is their one place, which explain and doctor show.
 func withTenancy(e *Entry, y []byte) ([]byte, error) {
-	if e.Parsed.Spec.Rules.IsSet() {
-		return nil, fmt.Errorf("sets spec.%s or spec.%s: write them on the catalog entry (plugins.%s.%s), not inside the inline config",
-			tenancy.FieldProjects, tenancy.FieldSourceRepos, e.Name, tenancy.FieldProjects)
+	if set := e.Parsed.Spec.Rules; set.IsSet() {
+		name := tenancy.FieldProjects
+		if set.AllowedProjects == nil {
+			name = tenancy.FieldSourceRepos
+		}
+		return nil, fmt.Errorf("sets spec.%s: write it on the catalog entry (plugins.%s.%s), not inside the inline config", name, e.Name, name)
 	}
 	if !e.Rules.IsSet() {
 		return y, nil
