@@ -44,9 +44,10 @@ func (p Problem) String() string { return p.Field + ": " + p.Message }
 
 // Validate returns every defect of r, so that an admin fixes all of them in
 // one round: an empty list (which would allow nobody; leave the field out to
-// allow everyone), empty or malformed patterns, duplicates, a list of deny
-// patterns only (which allows nothing, as in Argo CD), and a project that is
-// not a glob and could not be a project's name.
+// allow everyone), empty or malformed patterns, duplicates, "!*", a list of
+// deny patterns only (which allows nothing: as Argo CD documents sourceRepos,
+// a value needs an allow pattern that matches and no deny pattern that
+// does), and a project that is not a glob and could not be a project's name.
 func (r Rules) Validate() []Problem {
 	var out []Problem
 	out = append(out, validateList(FieldProjects, r.AllowedProjects, identity, checkProject)...)
@@ -77,6 +78,9 @@ func validateList(field string, list []string, norm func(string) string, check f
 			continue
 		case pat != strings.TrimSpace(pat):
 			out = append(out, Problem{item, fmt.Sprintf("%q has leading or trailing spaces", raw)})
+			continue
+		case raw == "!*":
+			out = append(out, Problem{item, `"!*" denies everything; to let no one use the plugin, take it out of the catalog's namespaces`})
 			continue
 		case seen[raw]:
 			out = append(out, Problem{item, fmt.Sprintf("%q is listed twice", raw)})

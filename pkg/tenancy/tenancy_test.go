@@ -89,6 +89,7 @@ func TestValidate(t *testing.T) {
 		{"dup", Rules{AllowedProjects: []string{"a", "a"}}, []string{`allowedProjects[1]: "a" is listed twice`}},
 		{"bad glob", Rules{AllowedSourceRepos: []string{"https://x/{a,b"}}, []string{`allowedSourceRepos[0]: "https://x/{a,b" is not a valid glob: unclosed '{'`}},
 		{"bad project", Rules{AllowedProjects: []string{"Team_A"}}, []string{`allowedProjects[0]: "Team_A" cannot be an Argo CD project's name`}},
+		{"deny all", Rules{AllowedSourceRepos: []string{"*", "!*"}}, []string{`allowedSourceRepos[1]: "!*" denies everything`}},
 		{"deny only", Rules{AllowedProjects: []string{"!a"}}, []string{`allowedProjects: has only deny patterns`}},
 		{"white space in repo", Rules{AllowedSourceRepos: []string{"https://x/a b"}}, []string{`allowedSourceRepos[0]: "https://x/a b" contains white space`}},
 	}
