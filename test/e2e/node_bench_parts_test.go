@@ -90,7 +90,7 @@ func printPodStart(configs []startConfig, samples [][]startSample) {
 		if j == 0 {
 			none = rs
 		}
-		fmt.Printf("   %-30s %12s %12s %9s %13d s, %d s\n", cfg.name, msText(rs), fmt.Sprintf("+%s", msText(rs-none)),
+		fmt.Printf("   %-30s %12s %12s %9s %13d s, %d s\n", cfg.name, msText(rs), signedMs(rs-none),
 			msText(median(pick(samples[j], func(s startSample) float64 { return s.ready }))),
 			medianInt(pick(samples[j], func(s startSample) float64 { return float64(s.kubeletRepoServer) })),
 			medianInt(pick(samples[j], func(s startSample) float64 { return float64(s.kubeletReady) })))
@@ -116,13 +116,11 @@ func printPodStart(configs []startConfig, samples [][]startSample) {
 }
 
 // tmpMedia sends one warm-up and then runs GenerateManifest requests per
-// repository to each pod's repo-server in turn (the pods differ only in
-// the plugin's /tmp medium) and prints the wall times and our server's own
-// request durations (its "request done" log line).
-func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int) {
+// repository to each pod's repo-server in turn, for the pod's plugin (the
+// pods differ only in the plugin's /tmp medium), and prints the wall times
+// and our server's own request durations (its "request done" log line).
+func (b *nodeBench) tmpMedia(pods []*corev1.Pod, plugins []string, repos []benchRepoRef, runs int) {
 	b.t.Helper()
-	plugin := benchPlugins[0]
-	sidecar := keys.SidecarName(plugin)
 	type cell struct{ wall, server []float64 }
 	cells := make([][]cell, len(pods))
 	rss := make([]*harness.RepoServer, len(pods))
@@ -133,14 +131,14 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int)
 		seen := make([]int, len(pods))
 		for i := range pods {
 			// The warm-up: the repo-server clones the repository.
-			if _, err := b.generate(rss[i], repo, plugin); err != nil {
+			if _, err := b.generate(rss[i], repo, plugins[i]); err != nil {
 				b.t.Fatalf("pod %s, %d files: %v", pods[i].Name, repo.files, err)
 			}
-			seen[i] = len(requestDurations(b.node.ContainerLogs(pods[i])[sidecar]))
+			seen[i] = len(requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])]))
 		}
 		for r := 0; r < runs; r++ {
 			for i := range pods {
-				took, err := b.generate(rss[i], repo, plugin)
+				took, err := b.generate(rss[i], repo, plugins[i])
 				if err != nil {
 					b.t.Fatalf("pod %s, %d files: %v", pods[i].Name, repo.files, err)
 				}
@@ -148,20 +146,20 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int)
 			}
 		}
 		for i := range pods {
-			cells[i][ri].server = requestDurations(b.node.ContainerLogs(pods[i])[sidecar])[seen[i]:]
+			cells[i][ri].server = requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])])[seen[i]:]
 		}
 	}
-	fmt.Printf("\n-- GenerateManifest through Argo CD's repo-server, plugin %s injected, its /tmp on each medium\n", plugin)
+	fmt.Printf("\n-- GenerateManifest through Argo CD's repo-server, plugins %s injected, the same but for the /tmp medium\n", strings.Join(plugins, " and "))
 	fmt.Printf("   (median of %d requests after a warm-up; wall: repoclient's call from the node's network; server: our\n", runs)
 	fmt.Println("   sidecar's \"request done\" duration, from the stream's opening, so it includes the repo-server's packing,")
 	fmt.Println("   the same on both media; peak: the sidecar's cgroup after all requests)")
-	fmt.Printf("   %-32s", "/tmp")
+	fmt.Printf("   %-40s", "plugin: /tmp")
 	for _, repo := range repos {
 		fmt.Printf(" %10s %10s", fmt.Sprintf("%d wall", repo.files), "server")
 	}
 	fmt.Printf(" %10s\n", "peak MiB")
 	for i, p := range pods {
-		fmt.Printf("   %-32s", tmpMedium(p, plugin))
+		fmt.Printf("   %-40s", plugins[i]+": "+tmpMedium(p, plugins[i]))
 		for ri := range repos {
 			fmt.Printf(" %10s %10s", msText(median(cells[i][ri].wall)), msText(median(cells[i][ri].server)))
 		}
@@ -169,7 +167,7 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int)
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		fmt.Printf(" %10.1f\n", mib(mem[sidecar].Peak))
+		fmt.Printf(" %10.1f\n", mib(mem[keys.SidecarName(plugins[i])].Peak))
 	}
 	for ri, repo := range repos {
 		if len(pods) == 2 {
@@ -179,12 +177,14 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, repos []benchRepoRef, runs int)
 	}
 }
 
-// requestDone finds a request's duration (seconds, zap's encoding) in our
-// server's "request done" log line, JSON or console.
-var requestDone = regexp.MustCompile(`request done.*"duration":\s*([0-9.eE+-]+)`)
+// requestDone finds a GenerateManifest's duration (seconds, zap's encoding)
+// in our server's "request done" log line, JSON or console. Argo CD's
+// repo-server also streams the repository for MatchRepository before a
+// named plugin's GenerateManifest: those lines are not counted.
+var requestDone = regexp.MustCompile(`request done.*"rpc":"GenerateManifest".*"duration":\s*([0-9.eE+-]+)`)
 
-// requestDurations are the durations of every "request done" line of a
-// container's log, in ms, oldest first.
+// requestDurations are the durations of every GenerateManifest "request
+// done" line of a container's log, in ms, oldest first.
 func requestDurations(log string) []float64 {
 	var out []float64
 	for _, line := range strings.Split(log, "\n") {
@@ -290,6 +290,14 @@ func median(v []float64) float64 {
 }
 
 func medianInt(v []float64) int64 { return int64(median(v)) }
+
+// signedMs is a millisecond difference with its sign.
+func signedMs(v float64) string {
+	if v < 0 {
+		return msText(v)
+	}
+	return "+" + msText(v)
+}
 
 // msText is a millisecond figure with a thousands separator.
 func msText(v float64) string {

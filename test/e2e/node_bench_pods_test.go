@@ -12,9 +12,9 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -31,7 +31,7 @@ var benchPlugins = []string{"params", "helm", "kustomize", "broken"}
 
 // benchAppPath is where each plugin's Application lives in the bench
 // repositories (testdata/repo, testdata/chain/repo and benchKustomize).
-var benchAppPath = map[string]string{"params": "apps/params", "helm": "apps/guestbook", "kustomize": "apps/kustomize", "broken": "apps/params"}
+var benchAppPath = map[string]string{"params": "apps/params", memoryPlugin: "apps/params", "helm": "apps/guestbook", "kustomize": "apps/kustomize", "broken": "apps/params"}
 
 // repoServerTemplate is the chain's argocd-repo-server Deployment's pod
 // template with the README's merge patch applied, running image, placed on
@@ -185,20 +185,52 @@ func findContainer(pod *corev1.Pod, name string) *corev1.Container {
 	return &corev1.Container{}
 }
 
-// withTmpMedium is a copy of an injected pod, as stored, with plugin's /tmp
-// volume on medium, created without the opt-in label so the webhook leaves it
-// as it is: what a catalog setting for the medium will make the injector
-// write.
-func withTmpMedium(stored *corev1.Pod, name, plugin string, medium corev1.StorageMedium) *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: mapsClone(stored.Labels), Annotations: mapsClone(stored.Annotations)},
-		Spec: *stored.Spec.DeepCopy()}
-	delete(pod.Labels, keys.InjectLabel)
-	for i := range pod.Spec.Volumes {
-		if v := &pod.Spec.Volumes[i]; v.Name == keys.TmpVolumeName(plugin) && v.EmptyDir != nil {
-			v.EmptyDir.Medium = medium
-		}
+// memoryPlugin is the params plugin again under another name, with its /tmp
+// in memory by the catalog's setting, so that one catalog injects both media.
+const memoryPlugin = "params-memory"
+
+// memoryTmpSizeLimit is memoryPlugin's tmpSizeLimit, which the catalog
+// requires with medium Memory, below the chart's sidecar memory limit (512Mi):
+// room for the 5,000-file tree (50 MB) and its tarball several times.
+const memoryTmpSizeLimit = "256Mi"
+
+// benchValues writes the chart values the bench adds to the chain's: the
+// params plugin copied as memoryPlugin with tmpMedium Memory, enabled in
+// Argo CD's namespace.
+func benchValues(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "chain", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return pod
+	var values struct {
+		Catalog struct {
+			Plugins    map[string]map[string]any `json:"plugins"`
+			Namespaces map[string][]string       `json:"namespaces"`
+		} `json:"catalog"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	p := values.Catalog.Plugins[benchPlugins[0]]
+	inline, _ := p["config"].(map[string]any)["inline"].(map[string]any)
+	if inline == nil {
+		t.Fatalf("the chain's %s plugin has no inline config", benchPlugins[0])
+	}
+	inline["metadata"] = map[string]any{"name": memoryPlugin}
+	p["tmpMedium"], p["tmpSizeLimit"] = catalog.TmpMediumMemory, memoryTmpSizeLimit
+	out, err := yaml.Marshal(map[string]any{"catalog": map[string]any{
+		"plugins":    map[string]any{memoryPlugin: p},
+		"namespaces": map[string]any{chainNS: append(values.Catalog.Namespaces[chainNS], memoryPlugin)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "bench-values.yaml")
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // tmpMedium says what plugin's /tmp is in pod: "disk" or the medium, with

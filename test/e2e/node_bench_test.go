@@ -63,7 +63,7 @@ func TestNodeBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	chart, err := env.cp.InstallChart(env.bins["cmp-injector"], filepath.Join(env.root, "bench-helm"), env.logFile,
-		"-f", filepath.Join("testdata", "chain", "values.yaml"))
+		"-f", filepath.Join("testdata", "chain", "values.yaml"), "-f", benchValues(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,8 @@ func TestNodeBench(t *testing.T) {
 	t.Run("GenerateManifest, plugin /tmp on disk and in memory", func(t *testing.T) {
 		b.t = t
 		disk := b.create(benchPod(tmpl, "bench-tmp-disk", true, benchPlugins[:1]))
-		memory := b.create(withTmpMedium(disk, "bench-tmp-memory", benchPlugins[0], corev1.StorageMediumMemory))
-		b.tmpMedia([]*corev1.Pod{disk, memory}, []benchRepoRef{repos[1000], repos[5000]}, runs)
+		memory := b.create(benchPod(tmpl, "bench-tmp-memory", true, []string{memoryPlugin}))
+		b.tmpMedia([]*corev1.Pod{disk, memory}, []string{benchPlugins[0], memoryPlugin}, []benchRepoRef{repos[1000], repos[5000]}, runs)
 		b.remove(disk, memory)
 	})
 
