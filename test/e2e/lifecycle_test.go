@@ -36,6 +36,14 @@ func countNames(names []string, want string) int {
 // apiserver reinvokes ours (reinvocationPolicy IfNeeded) after it.
 func otherWebhook(t *testing.T) (url, caBundle string, calls *atomic.Int64) {
 	t.Helper()
+	return patchingWebhook(t, []byte(`[{"op":"add","path":"/metadata/labels/other-webhook","value":"was-here"}]`))
+}
+
+// patchingWebhook serves a mutating webhook on loopback that allows every
+// review with patch (a JSON patch); it returns its URL, CA bundle (base64) and
+// a count of its calls.
+func patchingWebhook(t *testing.T, patch []byte) (url, caBundle string, calls *atomic.Int64) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := harness.MakeCerts(env.bins["cmp-injector"], dir); err != nil {
 		t.Fatal(err)
@@ -60,8 +68,7 @@ func otherWebhook(t *testing.T) (url, caBundle string, calls *atomic.Int64) {
 			}
 			pt := admissionv1.PatchTypeJSONPatch
 			review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true,
-				Patch:     []byte(`[{"op":"add","path":"/metadata/labels/other-webhook","value":"was-here"}]`),
-				PatchType: &pt}
+				Patch: patch, PatchType: &pt}
 			review.Request = nil
 			_ = json.NewEncoder(w).Encode(review)
 		}),

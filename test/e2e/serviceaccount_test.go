@@ -1,19 +1,12 @@
 package e2e
 
 import (
-	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -22,7 +15,7 @@ import (
 )
 
 // What the real apiserver does with service-account tokens, which decides what
-// reaches a plugin (checked here on kube-apiserver v1.37 and v1.32, and read in
+// reaches a plugin (checked here on kube-apiserver v1.37, v1.34 and v1.32, and read in
 // plugin/pkg/admission/serviceaccount and apiserver's admission/reinvocation.go):
 //
 //   - The ServiceAccount admission plugin runs before the mutating webhooks. On a
@@ -260,43 +253,12 @@ func volumeNames(pod *corev1.Pod) []string {
 // which the ServiceAccount plugin's second pass shows.
 func addContainerWebhook(t *testing.T) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := harness.MakeCerts(env.bins["cmp-injector"], dir); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/containers/-",
 		"value": corev1.Container{Name: addedByWebhook, Image: "busybox:1.37"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			review := &admissionv1.AdmissionReview{}
-			if err := json.NewDecoder(r.Body).Decode(review); err != nil || review.Request == nil {
-				http.Error(w, "bad review", http.StatusBadRequest)
-				return
-			}
-			pt := admissionv1.PatchTypeJSONPatch
-			review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true, Patch: patch, PatchType: &pt}
-			review.Request = nil
-			_ = json.NewEncoder(w).Encode(review)
-		}),
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.ServeTLS(l, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
+	url, ca, _ := patchingWebhook(t, patch)
 	const name = "zz-e2e-add-container"
 	cfg := map[string]any{
 		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
@@ -304,7 +266,7 @@ func addContainerWebhook(t *testing.T) {
 		"webhooks": []any{map[string]any{
 			"name": "add-container.e2e.cmp-injector.io", "admissionReviewVersions": []any{"v1"},
 			"sideEffects": "None", "failurePolicy": "Fail", "reinvocationPolicy": "Never",
-			"clientConfig":   map[string]any{"url": fmt.Sprintf("https://%s/mutate", l.Addr()), "caBundle": base64.StdEncoding.EncodeToString(ca)},
+			"clientConfig":   map[string]any{"url": url, "caBundle": ca},
 			"objectSelector": map[string]any{"matchLabels": map[string]any{keys.InjectLabel: keys.EnabledValue}},
 			"rules": []any{map[string]any{"apiGroups": []any{""}, "apiVersions": []any{"v1"},
 				"operations": []any{"CREATE"}, "resources": []any{"pods"}}},
