@@ -11,7 +11,7 @@
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        argocd-operator
-#        jsonnet (the plugin library)
+#        jsonnet sops (the plugin library) age-keygen (its tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
@@ -85,6 +85,8 @@ build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomi
 # The plugin library's tools: package and version from hack/versions.sh, which
 # hack/images reads too, so bin/ and the plugin images hold the same build.
 build_jsonnet() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$JSONNET_PKG@$2"; }
+build_sops() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$SOPS_PKG@$2"; }
+build_age_keygen() { GOBIN=$1 go install -trimpath -ldflags "-s -w -X main.Version=$2" "filippo.io/age/cmd/age-keygen@$2"; }
 
 # etcd and kube-apiserver come from their own modules under test/e2e/tools so that
 # the project's go.mod never requires them.
@@ -376,6 +378,8 @@ one() {
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   jsonnet) cached jsonnet "$JSONNET_VERSION" build_jsonnet ;;
+  sops) cached sops "$SOPS_VERSION" build_sops ;;
+  age-keygen) cached age-keygen "$AGE_VERSION" build_age_keygen ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
   golangci-lint) cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint ;;
   promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
@@ -393,7 +397,7 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize jsonnet actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize jsonnet sops age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi

@@ -42,3 +42,7 @@ MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.2.12 v3.1.16 v3.0.23 v2.14.21 v2
 # hack/images (which reads the package and version from here, so both agree).
 JSONNET_PKG=github.com/google/go-jsonnet/cmd/jsonnet
 JSONNET_VERSION=v0.22.0
+SOPS_PKG=github.com/getsops/sops/v3/cmd/sops
+SOPS_VERSION=v3.13.3
+# age-keygen makes the sops plugin's test key at test time (never shipped).
+AGE_VERSION=v1.3.1

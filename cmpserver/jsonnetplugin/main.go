@@ -9,7 +9,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
@@ -33,18 +33,7 @@ The jsonnet command is looked up on PATH.`
 func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server jsonnet", "generate")
 	fs.Notes(notes)
-	action, err := fs.ParseAction(args)
-	if err != nil {
-		return err
-	}
-	switch action {
-	case "generate":
-	case "":
-		return fs.Errorf("an action is required: generate")
-	default:
-		return fs.Errorf("unknown action %q: want generate", action)
-	}
-	ps, err := params.Decode([]byte(os.Getenv("ARGOCD_APP_PARAMETERS")))
+	ps, dir, err := toolrun.GenerateAction(fs, args)
 	if err != nil {
 		return err
 	}
@@ -54,10 +43,6 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 			return werr
 		}
 	}
-	if err != nil {
-		return err
-	}
-	dir, err := os.Getwd()
 	if err != nil {
 		return err
 	}

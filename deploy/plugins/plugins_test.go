@@ -1,6 +1,6 @@
 // Package plugins holds the example plugins' tests: each plugin.yaml is run through
-// the real local runner (`cmp-server run`) with the pinned helm, kustomize and jsonnet
-// of the repository's bin/ on PATH, as the plugins' commands find them in their images.
+// the real local runner (`cmp-server run`) with the pinned helm, kustomize, jsonnet and
+// sops of the repository's bin/ on PATH, as the plugins' commands find them in their images.
 package plugins
 
 import (
@@ -21,6 +21,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/test/sopstest"
 )
 
 // runTimeout bounds one runner invocation; the runner's own exec timeout is lower.
@@ -46,7 +47,7 @@ func buildAndRun(m *testing.M) (int, error) {
 		return 0, err
 	}
 	toolsBin = filepath.Join(root, "bin")
-	for _, tool := range []string{"helm", "kustomize", "jsonnet"} {
+	for _, tool := range []string{"helm", "kustomize", "jsonnet", "sops", "age-keygen"} {
 		if _, err := os.Stat(filepath.Join(toolsBin, tool)); err != nil {
 			return 0, fmt.Errorf("%s not found in %s: run hack/tools.sh %s", tool, toolsBin, tool)
 		}
@@ -75,6 +76,7 @@ type invocation struct {
 	params []params.AppParameter
 	args   []string // further runner flags
 	path   string   // PATH of the sidecar; default <repo>/bin and the system's
+	env    []string // further sidecar env, NAME=value
 }
 
 // run executes inv and returns stdout, stderr and the error of a non-zero exit.
@@ -118,6 +120,7 @@ func run(t *testing.T, inv invocation) (string, string, error) {
 		"HELM_CONFIG_HOME=" + filepath.Join(home, "helm", "config"),
 		"HELM_DATA_HOME=" + filepath.Join(home, "helm", "data"),
 	}
+	cmd.Env = append(cmd.Env, inv.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -152,13 +155,7 @@ func generate(t *testing.T, inv invocation) map[string]map[string]any {
 // refused runs inv and expects a non-zero exit whose stderr holds want.
 func refused(t *testing.T, inv invocation, want string) {
 	t.Helper()
-	out, stderr, err := run(t, inv)
-	if err == nil {
-		t.Fatalf("%s succeeded, want it refused with %q; output:\n%s", inv.action, want, out)
-	}
-	if !strings.Contains(stderr, want) {
-		t.Fatalf("stderr lacks %q:\n%s", want, stderr)
-	}
+	refusedOutput(t, inv, want)
 }
 
 // field walks nested maps and lists (an int step indexes a list).
@@ -556,4 +553,73 @@ func TestJsonnet(t *testing.T) {
 			t.Errorf("announced %q, want %q", announcedNames(got), want)
 		}
 	})
+}
+
+// TestSops runs the sops plugin on an app encrypted at run time to a fresh age
+// key (age-keygen of bin/), with a random planted value: decrypted manifests
+// out, and neither the key nor the value in anything but the manifests.
+func TestSops(t *testing.T) {
+	key := sopstest.NewKey(t, toolsBin)
+	planted := sopstest.Planted(t)
+	app := t.TempDir()
+	sopstest.WriteApp(t, toolsBin, app, key.Recipient, planted)
+	inv := invocation{config: "sops", app: app, env: []string{"SOPS_AGE_KEY_FILE=" + key.File}}
+	t.Run("encrypted files decrypted, plain ones as they are", func(t *testing.T) {
+		inv := inv
+		inv.args = []string{"--loglevel", "debug"}
+		out, stderr, err := run(t, withAction(inv, "generate"))
+		if err != nil {
+			t.Fatalf("generate: %v\n%s", err, stderr)
+		}
+		objs := generate(t, inv)
+		if got, want := names(objs), []string{"ConfigMap/settings", "Secret/db"}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("objects = %q, want %q (.sops.yaml is no manifest)", got, want)
+		}
+		if got := field(objs["Secret/db"], "stringData", "password"); got != planted {
+			t.Errorf("password = %v, want the planted value", got)
+		}
+		if _, ok := objs["Secret/db"]["sops"]; ok {
+			t.Error("SOPS metadata left in the decrypted Secret")
+		}
+		sopstest.NotLeaked(t, "the runner's log at debug level", stderr, key, planted)
+		sopstest.NotLeaked(t, "the manifests (the key)", out, key, "")
+	})
+	t.Run("a wrong key: sops's error, no secret in it", func(t *testing.T) {
+		other := sopstest.NewKey(t, toolsBin)
+		inv := inv
+		inv.env = []string{"SOPS_AGE_KEY_FILE=" + other.File}
+		_, stderr := refusedOutput(t, withAction(inv, "generate"), "sops could not decrypt secret.yaml")
+		sopstest.NotLeaked(t, "the error", stderr, key, planted)
+		sopstest.NotLeaked(t, "the error (the wrong key)", stderr, other, "")
+	})
+	t.Run("no key file", func(t *testing.T) {
+		inv := inv
+		inv.env = []string{"SOPS_AGE_KEY_FILE=" + filepath.Join(t.TempDir(), "missing")}
+		_, stderr := refusedOutput(t, withAction(inv, "generate"), "sops could not decrypt secret.yaml")
+		sopstest.NotLeaked(t, "the error", stderr, key, planted)
+	})
+	t.Run("discovery by .sops.yaml", func(t *testing.T) {
+		out, stderr, err := run(t, invocation{action: "match", config: "sops", app: app})
+		if err != nil || strings.TrimSpace(out) != "true" {
+			t.Errorf("match = %q %v %s", out, err, stderr)
+		}
+	})
+}
+
+func withAction(inv invocation, action string) invocation {
+	inv.action = action
+	return inv
+}
+
+// refusedOutput is refused, returning the output and stderr for a closer look.
+func refusedOutput(t *testing.T, inv invocation, want string) (string, string) {
+	t.Helper()
+	out, stderr, err := run(t, inv)
+	if err == nil {
+		t.Fatalf("%s succeeded, want it refused with %q; output:\n%s", inv.action, want, out)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Fatalf("stderr lacks %q:\n%s", want, stderr)
+	}
+	return out, stderr
 }

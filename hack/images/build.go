@@ -45,6 +45,8 @@ var specs = []imageSpec{
 	{Name: "cmp-server", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999"},
 	{Name: "cmp-jsonnet", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999",
 		Tool: &toolSpec{Name: "jsonnet", Plugin: "jsonnet", PkgVar: "JSONNET_PKG", VersionVar: "JSONNET_VERSION", License: "Apache-2.0"}},
+	{Name: "cmp-sops", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999",
+		Tool: &toolSpec{Name: "sops", Plugin: "sops", PkgVar: "SOPS_PKG", VersionVar: "SOPS_VERSION", License: "MPL-2.0"}},
 }
 
 // buildInfo is what every image of one build shares.

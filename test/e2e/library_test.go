@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,15 +17,17 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+	"github.com/cmp-injector/cmp-injector/test/sopstest"
 )
 
 // The plugin library (deploy/plugins/<name>/) through Argo CD's own
 // repo-server: the example catalog's entry injected into a repo-server pod
 // shaped like Argo CD's, the pod booted with each pinned release, an
 // Application of the library's test repository rendered by GenerateManifest.
-// The sidecar runs the cmp-server built for this run and the pinned tool of
+// Each sidecar runs the cmp-server built for this run and the pinned tool of
 // bin/, the two binaries the plugin's image holds (hack/images checks that the
-// image's tool is bin/'s, byte for byte).
+// image's tool is bin/'s, byte for byte). The sops sidecar reads its age key
+// from the Secret volume of its catalog entry, as the kubelet projects it.
 
 // libraryRedisSecret is the Redis password of the library's repo-servers.
 const libraryRedisSecret = "library-redis-password"
@@ -42,8 +45,9 @@ type libraryStack struct {
 
 // startLibrary starts the injector with the example catalog enabling plugins
 // (and helm, which waitActive's probe pod asks for) and everything a
-// repo-server needs in a fresh namespace.
-func startLibrary(t *testing.T, plugins ...string) *libraryStack {
+// repo-server needs in a fresh namespace; the test repository is the library's
+// test apps plus the trees of extra.
+func startLibrary(t *testing.T, plugins []string, extra ...string) *libraryStack {
 	t.Helper()
 	rels, err := harness.ArgoReleases()
 	if err != nil {
@@ -62,7 +66,7 @@ func startLibrary(t *testing.T, plugins ...string) *libraryStack {
 		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": libraryRedisSecret}); err != nil {
 		t.Fatal(err)
 	}
-	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), libraryRepo)
+	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), append([]string{libraryRepo}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +142,28 @@ func objectsByName(t *testing.T, manifests []string) map[string]map[string]any {
 }
 
 func TestPluginLibrary(t *testing.T) {
-	s := startLibrary(t, "jsonnet")
+	// The sops app, encrypted at run time to a fresh age key with a random
+	// planted value (test/sopstest): nothing secret is committed, and the
+	// value found anywhere but in the rendered Secret is a leak.
+	bin := filepath.Join(env.repo, "bin")
+	key := sopstest.NewKey(t, bin)
+	planted := sopstest.Planted(t)
+	sopsTree := t.TempDir()
+	if err := os.Mkdir(filepath.Join(sopsTree, "sops"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sopstest.WriteApp(t, bin, filepath.Join(sopsTree, "sops"), key.Recipient, planted)
+
+	s := startLibrary(t, []string{"jsonnet", "sops"}, sopsTree)
+	setAgeKey(t, s.ns, key)
 	for i, rel := range s.rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-			rs, stored := s.bootRepoServer(t, rel, "jsonnet", "lib"+strconv.Itoa(i))
-			if st := status(t, stored); !reflect.DeepEqual(st.Plugins, []string{"jsonnet"}) {
-				t.Fatalf("pod injected with %v, want [jsonnet]", st.Plugins)
+			rs, stored := s.bootRepoServer(t, rel, "jsonnet, sops", "lib"+strconv.Itoa(i))
+			if st := status(t, stored); !reflect.DeepEqual(st.Plugins, []string{"jsonnet", "sops"}) {
+				t.Fatalf("pod injected with %v, want [jsonnet sops]", st.Plugins)
 			}
+			spec, _ := json.Marshal(stored)
+			sopstest.NotLeaked(t, "the stored pod (env, volumes)", string(spec), key, planted)
 			t.Run("jsonnet with ext-vars, tlas, tla-code and libs", func(t *testing.T) {
 				resp, err := s.generate(rs, "shop", "jsonnet", &argoPlugin{Name: "jsonnet", Parameters: []argoParam{
 					{Name: "ext-vars", Map: map[string]string{"env": "prod", "greeting": "hello, world"}},
@@ -176,6 +195,68 @@ func TestPluginLibrary(t *testing.T) {
 					t.Errorf("err %v, want jsonnet's undefined external variable", err)
 				}
 			})
+			t.Run("sops decrypts with the key of the Secret volume", func(t *testing.T) {
+				for _, plugin := range []*argoPlugin{{Name: "sops"}, {}} {
+					resp, err := s.generate(rs, "db", "sops", plugin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					objs := objectsByName(t, resp.Manifests)
+					sec, ok := objs["Secret/db"]
+					if _, cm := objs["ConfigMap/settings"]; !ok || !cm || len(objs) != 2 || resp.SourceType != "Plugin" {
+						t.Fatalf("plugin %+v: %s manifests %v, want Secret/db and ConfigMap/settings", plugin, resp.SourceType, resp.Manifests)
+					}
+					data, _ := sec["stringData"].(map[string]any)
+					if data["password"] != planted || sec["sops"] != nil {
+						t.Errorf("plugin %+v (empty: discovery by .sops.yaml): Secret %v, want the planted password and no sops metadata", plugin, sec)
+					}
+				}
+			})
+			t.Run("sops with a wrong key: its error, no secret in it", func(t *testing.T) {
+				wrong := sopstest.NewKey(t, bin)
+				setAgeKey(t, s.ns, wrong)
+				// As the kubelet refreshes a Secret volume.
+				if err := rs.Pod.Project(); err != nil {
+					t.Fatal(err)
+				}
+				_, err := s.generate(rs, "db", "sops", &argoPlugin{Name: "sops"})
+				setAgeKey(t, s.ns, key)
+				if perr := rs.Pod.Project(); perr != nil {
+					t.Fatal(perr)
+				}
+				if err == nil || !strings.Contains(err.Error(), "sops could not decrypt secret.yaml") {
+					t.Fatalf("err %v, want sops's failure", err)
+				}
+				t.Logf("Argo CD says: %s", err)
+				sopstest.NotLeaked(t, "Argo CD's error", err.Error(), key, planted)
+				sopstest.NotLeaked(t, "Argo CD's error (the wrong key)", err.Error(), wrong, "")
+			})
+			t.Run("neither the key nor the value in any process's log", func(t *testing.T) {
+				for _, p := range rs.Pod.Processes() {
+					sopstest.NotLeaked(t, "the log of "+p.Name, p.Output(), key, planted)
+				}
+				// Every process of this test binary: apiserver, injector,
+				// repo-servers, every sidecar.
+				all, err := os.ReadFile(env.logFile.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				sopstest.NotLeaked(t, "the processes' log", string(all), key, planted)
+			})
 		})
+	}
+}
+
+// setAgeKey creates or replaces the Secret the sops catalog entry mounts.
+func setAgeKey(t *testing.T, ns string, key sopstest.Key) {
+	t.Helper()
+	data, err := os.ReadFile(key.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "sops-age"},
+		"data": map[string]any{"keys.txt": base64.StdEncoding.EncodeToString(data)}}
+	if err := env.cp.Client().Apply("/api/v1/namespaces/"+ns+"/secrets", "sops-age", secret); err != nil {
+		t.Fatal(err)
 	}
 }

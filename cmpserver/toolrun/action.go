@@ -1,0 +1,31 @@
+package toolrun
+
+import (
+	"os"
+
+	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
+)
+
+// GenerateAction parses the arguments of a built-in plugin whose one action
+// is generate, and returns the Application's parameters
+// (ARGOCD_APP_PARAMETERS) and the app directory (the working directory).
+func GenerateAction(fs *serving.FlagSet, args []string) ([]params.AppParameter, string, error) {
+	action, err := fs.ParseAction(args)
+	if err != nil {
+		return nil, "", err
+	}
+	switch action {
+	case "generate":
+	case "":
+		return nil, "", fs.Errorf("an action is required: generate")
+	default:
+		return nil, "", fs.Errorf("unknown action %q: want generate", action)
+	}
+	ps, err := params.Decode([]byte(os.Getenv("ARGOCD_APP_PARAMETERS")))
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := os.Getwd()
+	return ps, dir, err
+}

@@ -1,0 +1,80 @@
+package toolrun
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
+)
+
+// tool writes an executable script named name into a new directory.
+func tool(t *testing.T, name, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRun(t *testing.T) {
+	ctx := context.Background()
+	describe := func(msg string) string { return "said: " + msg }
+	t.Run("output and stderr of a success", func(t *testing.T) {
+		dir := tool(t, "t", `echo out; echo note >&2; pwd`)
+		out, stderr, err := Run(ctx, "t", nil, dir, []string{"PATH=/nowhere", "PATH=" + dir + ":/bin"}, describe)
+		if err != nil || string(out) != "out\n"+dir+"\n" || string(stderr) != "note\n" {
+			t.Errorf("out %q stderr %q err %v", out, stderr, err)
+		}
+	})
+	t.Run("a failure is the tool's message and exit code", func(t *testing.T) {
+		dir := tool(t, "t", `echo "  bad input" >&2; exit 3`)
+		_, _, err := Run(ctx, "t", nil, dir, []string{"PATH=" + dir + ":/bin"}, describe)
+		var exit *serving.ExitError
+		if !errors.As(err, &exit) || exit.Code != 3 || err.Error() != "said: bad input" {
+			t.Errorf("err %v, want exit 3 with %q", err, "said: bad input")
+		}
+	})
+	t.Run("a silent failure says the status", func(t *testing.T) {
+		dir := tool(t, "t", `exit 4`)
+		_, _, err := Run(ctx, "t", nil, dir, []string{"PATH=" + dir}, describe)
+		if err == nil || err.Error() != "said: t exited with status 4" {
+			t.Errorf("err %v", err)
+		}
+	})
+	t.Run("relative PATH entries are not searched", func(t *testing.T) {
+		dir := tool(t, "t", `exit 0`)
+		t.Chdir(filepath.Dir(dir))
+		_, _, err := Run(ctx, "t", nil, dir, []string{"PATH=" + filepath.Base(dir)}, describe)
+		if err == nil || !strings.Contains(err.Error(), "t not found on PATH") {
+			t.Errorf("err %v, want not found", err)
+		}
+	})
+}
+
+func TestGenerateAction(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("ARGOCD_APP_PARAMETERS", `[{"name":"a","string":"b"}]`)
+	ps, got, err := GenerateAction(serving.NewFlagSet("cmp-server x", "generate"), []string{"generate"})
+	if err != nil || got != dir || len(ps) != 1 || ps[0].Name != "a" {
+		t.Errorf("params %+v dir %q err %v", ps, got, err)
+	}
+	for args, want := range map[string]string{"": "an action is required: generate", "parameters": `unknown action "parameters": want generate`} {
+		var argv []string
+		if args != "" {
+			argv = []string{args}
+		}
+		if _, _, err := GenerateAction(serving.NewFlagSet("cmp-server x", "generate"), argv); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("args %q: err %v, want %q", args, err, want)
+		}
+	}
+	t.Setenv("ARGOCD_APP_PARAMETERS", `{"name":"a"}`)
+	if _, _, err := GenerateAction(serving.NewFlagSet("cmp-server x", "generate"), []string{"generate"}); err == nil {
+		t.Error("parameters that are no list were accepted")
+	}
+}
