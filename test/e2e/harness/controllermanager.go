@@ -20,9 +20,11 @@ import (
 // cluster: the default ServiceAccount of every namespace (without it a pod is
 // refused), the kube-root-ca.crt ConfigMap that the token volume it mounts
 // projects, and the token controller that fills a ServiceAccount token Secret.
-var controllers = []string{"deployment-controller", "replicaset-controller", "garbage-collector-controller",
-	"statefulset-controller", "job-controller",
-	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller"}
+// They go by their original names: v1.28 renamed them (deployment ->
+// deployment-controller, ...) and keeps the old ones as aliases to this day
+// (v1.37), while v1.27, the oldest release the matrix runs, knows only those.
+var controllers = []string{"deployment", "replicaset", "garbagecollector", "statefulset", "job",
+	"serviceaccount", "serviceaccount-token", "root-ca-cert-publisher"}
 
 // ControllerManagerTool is the bin/ name of the kube-controller-manager of the
 // same release as APIServerTool: kube-controller-manager[-1.32].
