@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,46 +100,54 @@ func TestInjectedPodBoots(t *testing.T) {
 			if got := strings.Join(names, ","); !strings.Contains(got, "values-files") || !strings.Contains(got, "helm-parameters") {
 				t.Errorf("announcement names = %s", got)
 			}
-			checkStartupProbes(t, stored, booted, native)
+			checkStartGates(t, stored, booted, native)
 		})
 	}
 }
 
-// checkStartupProbes runs each native sidecar's startupProbe in its booted
-// container, as the kubelet would: it passes while the plugin server serves and
-// fails once the server is gone, whether it stopped cleanly (socket removed) or
-// died (stale socket). Classic sidecars must have no probe at all.
-func checkStartupProbes(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod, native bool) {
+// checkStartGates runs each native sidecar's postStart hook (cmp-server probe
+// --wait) in its booted container, as the kubelet does before it starts the
+// next container: it returns at once while the plugin server serves and fails
+// once the server is gone, whether it stopped cleanly (socket removed) or died
+// (stale socket), saying why. Native sidecars have no startupProbe (its period
+// is what the hook removed); classic sidecars gate nothing and have neither.
+func checkStartGates(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod, native bool) {
 	t.Helper()
 	procs := map[string]*harness.Process{}
 	for _, p := range booted.Processes() {
 		procs[p.Name] = p
 	}
-	probed := 0
+	gated := 0
 	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if !strings.HasPrefix(c.Name, keys.SidecarPrefix) {
+			continue
+		}
 		restartable := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-		if c.StartupProbe == nil {
-			if restartable && strings.HasPrefix(c.Name, keys.SidecarPrefix) {
-				t.Errorf("native sidecar %s has no startupProbe", c.Name)
-			}
+		hook := c.Lifecycle != nil && c.Lifecycle.PostStart != nil && c.Lifecycle.PostStart.Exec != nil
+		if c.StartupProbe != nil {
+			t.Errorf("%s has a startupProbe: %+v", c.Name, c.StartupProbe)
+		}
+		switch {
+		case !restartable && hook:
+			t.Errorf("%s has a postStart gate but is not a native sidecar", c.Name)
+			continue
+		case !restartable:
+			continue
+		case !hook || procs[c.Name] == nil:
+			t.Errorf("native sidecar %s: postStart exec hook %v, booted: %v", c.Name, hook, procs[c.Name] != nil)
 			continue
 		}
-		if !restartable {
-			t.Errorf("%s has a startupProbe but is not a native sidecar", c.Name)
-			continue
+		argv := c.Lifecycle.PostStart.Exec.Command
+		if !slices.Contains(argv, "--wait") {
+			t.Errorf("%s: postStart %q does not wait for the server", c.Name, argv)
 		}
-		if c.StartupProbe.Exec == nil || procs[c.Name] == nil {
-			t.Errorf("%s: startupProbe %+v, booted: %v", c.Name, c.StartupProbe, procs[c.Name] != nil)
-			continue
-		}
-		argv := c.StartupProbe.Exec.Command
 		if out, err := booted.Exec(pod, c.Name, argv); err != nil {
-			t.Errorf("%s: startupProbe %q fails while the plugin serves: %v\n%s", c.Name, argv, err, out)
+			t.Errorf("%s: postStart %q fails while the plugin serves: %v\n%s", c.Name, argv, err, out)
 		}
 		// Alternate a clean stop and a crash, so both ways a server goes away
-		// are probed.
+		// are seen.
 		reason := "is not listening"
-		if probed%2 == 0 {
+		if gated%2 == 0 {
 			if err := procs[c.Name].Stop(10 * time.Second); err != nil {
 				t.Errorf("%s: stop: %v", c.Name, err)
 			}
@@ -147,15 +156,29 @@ func checkStartupProbes(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod
 			_ = procs[c.Name].Signal(syscall.SIGKILL)
 			_ = procs[c.Name].Wait(10 * time.Second)
 		}
-		out, err := booted.Exec(pod, c.Name, argv)
+		// The hook waits as long as a server may take to start; with the
+		// server gone for good, a second of it says the same.
+		out, err := booted.Exec(pod, c.Name, withFlag(argv, "--timeout", "1s"))
 		if err == nil || !strings.Contains(out, reason) {
-			t.Errorf("%s: startupProbe after the server went away: %v, want a failure saying %q:\n%s", c.Name, err, reason, out)
+			t.Errorf("%s: postStart after the server went away: %v, want a failure saying %q:\n%s", c.Name, err, reason, out)
 		} else {
-			t.Logf("%s: as expected, the startupProbe passes while the server serves and, once it is gone (%s), reports: %s", c.Name, reason, strings.TrimSpace(out))
+			t.Logf("%s: as expected, the postStart gate returns while the server serves and, once it is gone (%s), reports: %s", c.Name, reason, strings.TrimSpace(out))
 		}
-		probed++
+		gated++
 	}
-	if want := map[bool]int{true: 2, false: 0}[native]; probed != want {
-		t.Errorf("%d sidecars probed, want %d", probed, want)
+	if want := map[bool]int{true: 2, false: 0}[native]; gated != want {
+		t.Errorf("%d sidecars gated, want %d", gated, want)
 	}
+}
+
+// withFlag returns argv with flag's value set to value (appended when absent).
+func withFlag(argv []string, flag, value string) []string {
+	out := slices.Clone(argv)
+	for i := range out {
+		if out[i] == flag && i+1 < len(out) {
+			out[i+1] = value
+			return out
+		}
+	}
+	return append(out, flag, value)
 }
