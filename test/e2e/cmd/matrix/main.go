@@ -118,6 +118,12 @@ func run() error {
 	return nil
 }
 
+// suiteTools is what the end-to-end suite needs whatever the Kubernetes
+// release: the Makefile's E2E_TOOLS without the API servers and controller
+// managers (a test keeps the two lists equal).
+var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "age-keygen", "redis-server",
+	"argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator"}
+
 type step struct {
 	axis    axis
 	version string
@@ -133,7 +139,7 @@ func plan(o options, pins map[string]string) []step {
 			// What the suite needs whatever the release, then the release's
 			// kube-apiserver and kube-controller-manager: a pin's own tools,
 			// else the matrix build (bin/kube-apiserver-X.Y).
-			tools := []string{"etcd", "helm", "argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "redis-server"}
+			tools := append([]string{}, suiteTools...)
 			apiserver := "kube-apiserver-" + minor(v)
 			switch v {
 			case pins["KUBE_VERSION"]:

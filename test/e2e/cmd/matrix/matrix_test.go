@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -172,4 +174,29 @@ func goLists(name string) bool {
 		}
 	}
 	return false
+}
+
+// A Kubernetes row installs what make e2e installs, or a test that needs a
+// tool the row did not build fails there for the wrong reason.
+func TestSuiteToolsAreTheMakefiles(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^E2E_TOOLS :=((?:[^\n]*\\\n)*[^\n]*)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no E2E_TOOLS in the Makefile")
+	}
+	var want []string
+	for _, f := range strings.Fields(strings.ReplaceAll(string(m[1]), "\\", " ")) {
+		if !strings.HasPrefix(f, "$(") {
+			want = append(want, f)
+		}
+	}
+	got := append([]string{}, suiteTools...)
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the matrix's suite tools %v, the Makefile's E2E_TOOLS %v", got, want)
+	}
 }
