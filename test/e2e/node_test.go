@@ -19,7 +19,7 @@ import (
 // The real node: the chain of TestRealChain, but the repo-server pod is run by
 // a real kubelet (containerd, runc, the CNI bridge) from images built on this
 // machine, so the kubelet's own behaviour is under test: init container order,
-// native sidecars gated by their startupProbe, the downwardAPI projection and
+// native sidecars gated by their postStart hook, the downwardAPI projection and
 // its live update, users, shared volumes, pod networking and deletion.
 // `make e2e-node` runs it (as root); `make e2e` skips it.
 
@@ -178,6 +178,14 @@ func TestRealNode(t *testing.T) {
 		checkInstallPathPodsOnNode(t, node)
 	})
 
+	t.Run("the repo-server starts once every plugin answers, 1 and 4 plugins", func(t *testing.T) {
+		checkStartOrder(t, node)
+	})
+
+	t.Run("a plugin whose server cannot start holds the pod and says why", func(t *testing.T) {
+		checkFailingPlugin(t, node)
+	})
+
 	t.Run("a catalog change reaches the running sidecar through the reconciler and the kubelet", func(t *testing.T) {
 		checkLiveReload(t, node, chart, rs, pod, repoURL)
 	})
@@ -228,7 +236,7 @@ func TestRealNode(t *testing.T) {
 
 // checkNativeStart reads the order the kubelet kept from the pod's status:
 // init containers ran to completion in order, each native sidecar started
-// (its startupProbe passed) before the next container started, and nothing
+// (its postStart hook returned) before the next container started, and nothing
 // restarted.
 func checkNativeStart(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
