@@ -52,6 +52,38 @@ func (d *doctor) checkCatalog(ctx context.Context) {
 		}
 	}
 	g.pass(checkCatalogValid, msg)
+	d.checkSidecarKind(g, cat)
+}
+
+// checkSidecarKind: native sidecars are init containers with restartPolicy
+// Always and a postStart gate. Kubernetes 1.28 has them only behind the
+// SidecarContainers feature gate (alpha, off by default) and 1.27 not at all:
+// there the API server refuses every injected pod ("initContainers[N].lifecycle:
+// Forbidden: may not be set for init containers", seen on v1.27.16), so every
+// repo-server rollout stops.
+func (d *doctor) checkSidecarKind(g *Group, cat *catalog.Catalog) {
+	switch {
+	case !cat.Defaults.NativeSidecars:
+		g.pass(checkCatalogSidecarKind, "classic sidecars (defaults.nativeSidecars: false): any Kubernetes version")
+	case d.minor == 0:
+		g.pass(checkCatalogSidecarKind, "native sidecars, which need Kubernetes 1.29+ (the API server's version is not one doctor can read)")
+	case d.minor >= 29:
+		g.pass(checkCatalogSidecarKind, fmt.Sprintf("native sidecars on Kubernetes 1.%d (1.29+ has them on by default)", d.minor))
+	case d.minor == 28:
+		g.fail(checkCatalogSidecarKind, "the catalog injects native sidecars and Kubernetes 1.28 has them only with the SidecarContainers feature gate on (alpha, off by default): without it the API server refuses every injected pod", "")
+	default:
+		g.fail(checkCatalogSidecarKind, fmt.Sprintf("the catalog injects native sidecars, which Kubernetes 1.%d does not have: the API server refuses every injected pod (init containers may not have a lifecycle or a restartPolicy)", d.minor), "")
+	}
+}
+
+// kubeMinor is the minor of a gitVersion such as v1.27.16 or v1.28.3-eks-1 (0
+// when it is not one).
+func kubeMinor(gitVersion string) int {
+	var major, minor int
+	if _, err := fmt.Sscanf(gitVersion, "v%d.%d", &major, &minor); err != nil || major != 1 {
+		return 0
+	}
+	return minor
 }
 
 // catalogSource is the ConfigMap and key the Deployment reads its catalog from.

@@ -64,6 +64,8 @@ var (
 	checkCatalogSource = Check{ID: "catalog.source", Severity: Error}
 	checkCatalogValid  = Check{ID: "catalog.valid", Severity: Error,
 		Hint: "the injector keeps serving the last valid catalog; fix the values and helm upgrade (cmp-injector explain --catalog FILE checks a file offline)"}
+	checkCatalogSidecarKind = Check{ID: "catalog.native-sidecars", Severity: Error,
+		Hint: "set defaults.nativeSidecars: false in the catalog (classic sidecars, appended to containers), or upgrade the cluster to Kubernetes 1.29+"}
 
 	// namespaces
 	checkNamespacesListable = Check{ID: "namespaces.listable", Severity: Error, Retryable: true}
@@ -93,7 +95,7 @@ func Checks() []Check {
 		checkWebhookListable, checkWebhookConfigured, checkWebhookCABundle, checkWebhookService, checkWebhookEndpoints,
 		checkWebhookURL, checkWebhookReachable, checkWebhookReady,
 		checkCertSource, checkCertSecret, checkCertBundle, checkCertVerify, checkCertExpiry,
-		checkCatalogSource, checkCatalogValid,
+		checkCatalogSource, checkCatalogValid, checkCatalogSidecarKind,
 		checkNamespacesListable, checkNamespacesEnabled, checkCatalogNamespaces,
 		checkPodsListable, checkPodsSkipped, checkPodRepoServer, checkPodInjected, checkPodStatus, checkPodCurrent,
 		checkPodConfigLive, checkPodConfigOwned, checkSidecarRestarts,

@@ -90,6 +90,8 @@ type doctor struct {
 	report      Report
 
 	webhooks []webhookRef
+	// minor is the API server's Kubernetes minor version (0: unknown).
+	minor    int
 	injector *appsv1.Deployment
 	cat      *catalog.Catalog
 	enabled  map[string]bool
@@ -108,6 +110,7 @@ func (d *doctor) run(ctx context.Context) {
 		return
 	}
 	g.pass(checkAPIReachable, fmt.Sprintf("API server %s, Kubernetes %s", d.host, v.GitVersion))
+	d.minor = kubeMinor(v.GitVersion)
 	d.findInjector(ctx)
 	d.checkWebhooks(ctx)
 	d.checkCatalog(ctx)
