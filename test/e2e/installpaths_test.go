@@ -230,19 +230,7 @@ func TestInstallPathPodsBoot(t *testing.T) {
 // the test namespaces hold, and injection does not touch them.
 func goldenPod(t *testing.T, file string) *corev1.Pod {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(goldenInputs, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dep struct {
-		Spec struct {
-			Template corev1.PodTemplateSpec `json:"template"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(b, &dep); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	pod := templatePod(t, filepath.Join(goldenInputs, file))
 	dropped := map[string]bool{}
 	var vols []corev1.Volume
 	for _, v := range pod.Spec.Volumes {
@@ -265,4 +253,23 @@ func goldenPod(t *testing.T, file string) *corev1.Pod {
 		}
 	}
 	return pod
+}
+
+// templatePod is the pod a workload file's template (a Deployment's, or any
+// object with spec.template) describes.
+func templatePod(t *testing.T, file string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Pod{ObjectMeta: w.Spec.Template.ObjectMeta, Spec: w.Spec.Template.Spec}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -78,19 +77,7 @@ func startLibrary(t *testing.T, plugins []string, extra ...string) *libraryStack
 // webhook inject it, and boots what the apiserver stored.
 func (s *libraryStack) bootRepoServer(t *testing.T, rel harness.ArgoRelease, plugins, dir string) (*harness.RepoServer, *corev1.Pod) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dep struct {
-		Spec struct {
-			Template corev1.PodTemplateSpec `json:"template"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(b, &dep); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	pod := templatePod(t, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
 	pod.Name = "repo-server-" + dir
 	pod.Labels[keys.InjectLabel] = keys.EnabledValue
 	pod.Annotations = map[string]string{keys.PluginsAnnotation: plugins}
