@@ -5,6 +5,7 @@ package packaging
 import (
 	"bytes"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -448,5 +449,32 @@ func TestOpenShiftRender(t *testing.T) {
 	}
 	if cat.Defaults.RunAsUser != 0 || cat.Defaults.TmpSizeLimit == nil || cat.Defaults.TmpSizeLimit.String() != "1Gi" {
 		t.Errorf("catalog defaults: runAsUser %d, tmpSizeLimit %v", cat.Defaults.RunAsUser, cat.Defaults.TmpSizeLimit)
+	}
+}
+
+// TestTmpMediumRender: catalog.tmpMedium reaches the catalog's defaults, and
+// the schema refuses a medium the catalog does not know.
+func TestTmpMediumRender(t *testing.T) {
+	out, err := helmTemplate(t, "--kube-version", "1.30.0", "--set", "catalog.tmpSizeLimit=256Mi", "--set", "catalog.tmpMedium=Memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var catalogYAML string
+	for _, d := range docs(t, out) {
+		if data, ok := d["data"].(map[string]any); ok && d["kind"] == "ConfigMap" {
+			if c, ok := data["catalog.yaml"].(string); ok {
+				catalogYAML = c
+			}
+		}
+	}
+	cat, err := catalog.Parse([]byte(catalogYAML))
+	if err != nil {
+		t.Fatalf("rendered catalog: %v\n%s", err, catalogYAML)
+	}
+	if cat.Defaults.TmpMedium != corev1.StorageMediumMemory {
+		t.Errorf("catalog defaults: tmpMedium %q, want Memory", cat.Defaults.TmpMedium)
+	}
+	if _, err := helmTemplate(t, "--set", "catalog.tmpMedium=Tmpfs"); err == nil || !strings.Contains(err.Error(), "tmpMedium") {
+		t.Errorf("catalog.tmpMedium=Tmpfs rendered, or the error does not name the value: %v", err)
 	}
 }

@@ -117,6 +117,9 @@ define, and would never become ready; say it here, in the injector's words. */}}
 {{- if .Values.catalog.tmpSizeLimit }}
 {{- $_ := set $catalog.defaults "tmpSizeLimit" .Values.catalog.tmpSizeLimit }}
 {{- end }}
+{{- if .Values.catalog.tmpMedium }}
+{{- $_ := set $catalog.defaults "tmpMedium" .Values.catalog.tmpMedium }}
+{{- end }}
 {{- if .Values.catalog.repoServerContainer }}
 {{- $_ := set $catalog.defaults "repoServerContainer" .Values.catalog.repoServerContainer }}
 {{- end }}
