@@ -16,7 +16,7 @@ import (
 // Catalog values of tmpMedium. Disk is Kubernetes' default medium (""), named
 // so that a plugin can ask for it back when the default is Memory.
 const (
-	TmpMediumDisk   = "Disk"
+	tmpMediumDisk   = "Disk"
 	TmpMediumMemory = "Memory"
 )
 
@@ -101,9 +101,9 @@ func validateTmp(p *problems, c *Catalog, d *Defaults, plugins map[string]*Plugi
 // adds the problem when not.
 func validTmpMedium(p *problems, field, v string) bool {
 	switch v {
-	case "", TmpMediumDisk, TmpMediumMemory:
+	case "", tmpMediumDisk, TmpMediumMemory:
 		return true
 	}
-	p.addf(field, "must be %s (the node's disk, the default) or %s (a tmpfs counted against the sidecar's memory limit) (got %q)", TmpMediumDisk, TmpMediumMemory, v)
+	p.addf(field, "must be %s (the node's disk, the default) or %s (a tmpfs counted against the sidecar's memory limit) (got %q)", tmpMediumDisk, TmpMediumMemory, v)
 	return false
 }
