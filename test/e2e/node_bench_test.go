@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -174,22 +173,7 @@ func envCount(t *testing.T, name string, def int) int {
 // starts the node.
 func benchNode(t *testing.T, rel harness.ArgoRelease) *harness.Node {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	archives, err := harness.BuildProductImages(ctx, filepath.Join(env.root, "product-images"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	test, err := harness.BuildTestImages(ctx, filepath.Join(env.root, "test-images"), map[harness.ImageKind][]string{
-		harness.PauseImage:  {harness.SandboxImage},
-		harness.ShellImage:  {"registry.example/e2e/shell:1"},
-		harness.HelmImage:   {"alpine/helm:3.16.2"},
-		harness.ArgoCDImage: {rel.Image(), "quay.io/argoproj/argocd:v3.1.8"},
-	}, rel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := harness.StartNode(env.cp, filepath.Join(env.root, "node"), append(archives, test...), env.logFile)
+	node, err := harness.StartNode(env.cp, filepath.Join(env.root, "node"), nodeImages(t, rel), env.logFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,20 +40,10 @@ func skipUnsupportedSkew(t *testing.T) {
 	}
 }
 
-func TestRealNode(t *testing.T) {
-	skipUnsupportedSkew(t)
-	before, err := harness.SnapshotHost()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := harness.NewestArgoRelease()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// 1. Images: ours from hack/images, every other one from this machine's
-	// files. Nothing is pulled.
-	t0 := time.Now()
+// nodeImages builds the image archives a real node runs: ours from
+// hack/images, every other one from this machine's files (nothing is pulled).
+func nodeImages(t *testing.T, rel harness.ArgoRelease) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	archives, err := harness.BuildProductImages(ctx, filepath.Join(env.root, "product-images"))
@@ -70,6 +60,24 @@ func TestRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return append(archives, test...)
+}
+
+func TestRealNode(t *testing.T) {
+	skipUnsupportedSkew(t)
+	before, err := harness.SnapshotHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := harness.NewestArgoRelease()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Images: ours from hack/images, every other one from this machine's
+	// files. Nothing is pulled.
+	t0 := time.Now()
+	images := nodeImages(t, rel)
 	t.Logf("images built in %s", time.Since(t0).Round(time.Millisecond))
 
 	// 2. The node. The host check is registered first so it runs last, after
@@ -88,7 +96,7 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 	t1 := time.Now()
-	node, err := harness.StartNode(env.cp, filepath.Join(env.root, "node"), append(archives, test...), env.logFile)
+	node, err := harness.StartNode(env.cp, filepath.Join(env.root, "node"), images, env.logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
