@@ -281,15 +281,7 @@ func TestAdoptThroughArgoCD(t *testing.T) {
 	c := env.cp.Client()
 	// Not opted in yet: the hand-written repo-server is stored as it is.
 	ns := newNamespace(t, "adopt", nil)
-	redis, err := harness.StartRedis(filepath.Join(env.root, "adopt-redis"), redisSecret, env.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer redis.Stop()
-	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
-		t.Fatal(err)
-	}
+	argoConfig(t, ns, "adopt-redis")
 	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), adoptRepo(t))
 	if err != nil {
 		t.Fatal(err)

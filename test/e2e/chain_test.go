@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -277,14 +278,52 @@ func applyArgoCD(t *testing.T, redisAddr, image string) {
 	if err := c.CreateNamespace(chainNS, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redisAddr, "REDIS_PASSWORD": redisSecret}); err != nil {
-		t.Fatal(err)
-	}
+	applyArgoConfig(t, chainNS, redisAddr)
 	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
 		map[string]string{harness.ArgoImage + ":latest": image}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// applyArgoConfig applies the objects Argo CD's repo-server reads
+// (argocd-cm, argocd-cmd-params-cm, the Redis Secret...) into ns, pointing at
+// the Redis at redisAddr.
+func applyArgoConfig(t *testing.T, ns, redisAddr string) {
+	t.Helper()
+	if err := env.cp.Client().ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-config.yaml"),
+		map[string]string{"REDIS_ADDRESS": redisAddr, "REDIS_PASSWORD": redisSecret}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// argoConfig starts a Redis for the test (stopped when it ends, its data
+// under env.root/name) and applies Argo CD's objects into ns for it.
+func argoConfig(t *testing.T, ns, name string) {
+	t.Helper()
+	redis, err := harness.StartRedis(filepath.Join(env.root, name), redisSecret, env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = redis.Stop() })
+	applyArgoConfig(t, ns, redis.Addr)
+}
+
+// repoServerPod is a pod of the chain's Argo CD repo-server Deployment
+// template (testdata/chain) running image, opted in and asking for plugins.
+func repoServerPod(t *testing.T, name, image, plugins string) *corev1.Pod {
+	t.Helper()
+	pod := templatePod(t, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
+	pod.Name = name
+	pod.Labels[keys.InjectLabel] = keys.EnabledValue
+	pod.Annotations = map[string]string{keys.PluginsAnnotation: plugins}
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if cs[i].Image == harness.ArgoImage+":latest" {
+				cs[i].Image = image
+			}
+		}
+	}
+	return pod
 }
 
 // argoSidecar is a CMP sidecar made by hand the way Argo CD documents it (and

@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 	"github.com/cmp-injector/cmp-injector/test/sopstest"
 )
@@ -28,9 +27,6 @@ import (
 // image's tool is bin/'s, byte for byte). The sops sidecar reads its age key
 // from the Secret volume of its catalog entry, as the kubelet projects it.
 
-// libraryRedisSecret is the Redis password of the library's repo-servers.
-const libraryRedisSecret = "library-redis-password"
-
 // libraryRepo is the test repository: the plugins' own test apps.
 var libraryRepo = filepath.Join("..", "..", "deploy", "plugins", "testdata")
 
@@ -38,8 +34,8 @@ var libraryRepo = filepath.Join("..", "..", "deploy", "plugins", "testdata")
 // injector serves the example catalog, Argo CD's objects and Redis in it, and
 // the test repository.
 type libraryStack struct {
-	ns, redis, repoURL, commit string
-	rels                       []harness.ArgoRelease
+	ns, repoURL, commit string
+	rels                []harness.ArgoRelease
 }
 
 // startLibrary starts the injector with the example catalog enabling plugins
@@ -55,21 +51,12 @@ func startLibrary(t *testing.T, plugins []string, extra ...string) *libraryStack
 	startInjector(t, catalogFor(t, true, map[string][]string{"*": append([]string{"helm"}, plugins...)}))
 	ns := newNamespace(t, "library", enabledNS)
 	waitActive(t, ns)
-	redis, err := harness.StartRedis(filepath.Join(t.TempDir(), "redis"), libraryRedisSecret, env.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = redis.Stop() })
-	c := env.cp.Client()
-	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": libraryRedisSecret}); err != nil {
-		t.Fatal(err)
-	}
+	argoConfig(t, ns, "library-redis")
 	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), append([]string{libraryRepo}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &libraryStack{ns: ns, redis: redis.Addr, repoURL: repoURL, commit: commit, rels: rels}
+	return &libraryStack{ns: ns, repoURL: repoURL, commit: commit, rels: rels}
 }
 
 // bootRepoServer creates a repo-server pod of release rel asking for plugins
@@ -77,15 +64,7 @@ func startLibrary(t *testing.T, plugins []string, extra ...string) *libraryStack
 // webhook inject it, and boots what the apiserver stored.
 func (s *libraryStack) bootRepoServer(t *testing.T, rel harness.ArgoRelease, plugins, dir string) (*harness.RepoServer, *corev1.Pod) {
 	t.Helper()
-	pod := templatePod(t, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
-	pod.Name = "repo-server-" + dir
-	pod.Labels[keys.InjectLabel] = keys.EnabledValue
-	pod.Annotations = map[string]string{keys.PluginsAnnotation: plugins}
-	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range cs {
-			cs[i].Image = rel.Image()
-		}
-	}
+	pod := repoServerPod(t, "repo-server-"+dir, rel.Image(), plugins)
 	stored := createStored(t, s.ns, pod)
 	t.Cleanup(func() { _ = env.cp.Client().Delete("/api/v1/namespaces/" + s.ns + "/pods/" + stored.Name) })
 	start := time.Now()

@@ -3,14 +3,12 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -73,25 +71,6 @@ func tenantCatalog(t *testing.T, ns string, projects ...string) []byte {
 	return b
 }
 
-// tenantRepoServerPod is the pod template of the Argo CD-shaped repo-server
-// Deployment running image, opted in for tenantPlugin.
-func tenantRepoServerPod(t *testing.T, name, image string) *corev1.Pod {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dep appsv1.Deployment
-	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(b), harness.ArgoImage+":latest", image)), &dep); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: *dep.Spec.Template.ObjectMeta.DeepCopy(), Spec: *dep.Spec.Template.Spec.DeepCopy()}
-	pod.Name = name
-	pod.Labels[keys.InjectLabel] = keys.EnabledValue
-	pod.Annotations = map[string]string{keys.PluginsAnnotation: projectPlugin + "," + repoPlugin}
-	return pod
-}
-
 func TestTenantsThroughArgoCD(t *testing.T) {
 	rels, err := harness.ArgoReleases()
 	if err != nil {
@@ -99,15 +78,7 @@ func TestTenantsThroughArgoCD(t *testing.T) {
 	}
 	c := env.cp.Client()
 	ns := newNamespace(t, "tenants", map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue, day2Label: "true"})
-	redis, err := harness.StartRedis(filepath.Join(env.root, "tenants-redis"), redisSecret, env.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer redis.Stop()
-	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-config.yaml"),
-		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": redisSecret}); err != nil {
-		t.Fatal(err)
-	}
+	argoConfig(t, ns, "tenants-redis")
 	// The reconciler is on: the day-2 case needs it.
 	injectors := reconcilingInjectors(t, 1, ns, tenantCatalog(t, ns, "team-a"))
 	waitActive(t, ns)
@@ -123,7 +94,7 @@ func TestTenantsThroughArgoCD(t *testing.T) {
 
 	for i, rel := range rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-			pod := createStored(t, ns, tenantRepoServerPod(t, "repo-tenants-"+strconv.Itoa(i), rel.Image()))
+			pod := createStored(t, ns, repoServerPod(t, "repo-tenants-"+strconv.Itoa(i), rel.Image(), projectPlugin+","+repoPlugin))
 			if got := strings.Join(status(t, pod).Plugins, ","); got != projectPlugin+","+repoPlugin {
 				t.Fatalf("pod injected with %v", got)
 			}
@@ -207,7 +178,7 @@ func tenantRulesChange(t *testing.T, in *harness.Injector, rs *harness.RepoServe
 		if err := in.SetCatalog(tenantCatalog(t, pod.Namespace, "team-a")); err != nil {
 			t.Fatal(err)
 		}
-		probe := tenantRepoServerPod(t, "tenants-probe", pod.Spec.Containers[0].Image)
+		probe := repoServerPod(t, "tenants-probe", pod.Spec.Containers[0].Image, projectPlugin+","+repoPlugin)
 		err = harness.Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
 			got, err := c.CreatePod(pod.Namespace, probe.DeepCopy(), true)
 			if err != nil {
