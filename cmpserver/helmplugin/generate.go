@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
@@ -81,7 +82,7 @@ func generateManifests(ctx context.Context, r helmRequest) error {
 	if err != nil {
 		return err
 	}
-	helm, err := lookPath("helm", r.Env["PATH"])
+	helm, err := toolrun.LookPath("helm", r.Env["PATH"])
 	if err != nil {
 		return err
 	}
@@ -195,21 +196,6 @@ func tempDir(env map[string]string) string {
 		return d
 	}
 	return os.TempDir()
-}
-
-// lookPath finds an executable in the PATH of the plugin env rather than of this
-// process, so a request's env is honoured the same way in tests and in sidecars.
-func lookPath(name, pathList string) (string, error) {
-	for _, dir := range filepath.SplitList(pathList) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // relative PATH entries would resolve inside the user's repository
-		}
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found on PATH (%s)", name, pathList)
 }
 
 // helmWaitDelay bounds how long helm's output pipes are drained after it is killed.

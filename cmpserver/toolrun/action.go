@@ -3,6 +3,7 @@ package toolrun
 import (
 	"os"
 
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -22,7 +23,7 @@ func GenerateAction(fs *serving.FlagSet, args []string) ([]params.AppParameter, 
 	default:
 		return nil, "", fs.Errorf("unknown action %q: want generate", action)
 	}
-	ps, err := params.Decode([]byte(os.Getenv("ARGOCD_APP_PARAMETERS")))
+	ps, err := params.Decode([]byte(os.Getenv(keys.EnvAppParameters)))
 	if err != nil {
 		return nil, "", err
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ const waitDelay = 5 * time.Second
 // *serving.ExitError with the tool's exit code whose text is describe's
 // wording of the tool's stderr (or of why it stopped).
 func Run(ctx context.Context, tool string, args []string, dir string, env []string, describe func(msg string) string) (stdout, stderr []byte, err error) {
-	bin, err := lookPath(tool, env)
+	bin, err := LookPath(tool, envPath(env))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -55,22 +56,28 @@ func Run(ctx context.Context, tool string, args []string, dir string, env []stri
 	return out.Bytes(), errOut.Bytes(), nil
 }
 
-// lookPath finds an executable in the PATH of the plugin env rather than of
-// this process; relative PATH entries are skipped, since they would resolve
-// inside the user's repository.
-func lookPath(name string, env []string) (string, error) {
+// envPath is the PATH of env; the last one wins, as with exec.
+func envPath(env []string) string {
 	var pathList string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathList = v // the last one wins, as with exec
+			pathList = v
 		}
 	}
+	return pathList
+}
+
+// LookPath finds an executable in pathList, the PATH of the plugin env rather
+// than of this process, so a request's env is honoured the same way in tests
+// and in sidecars; relative entries are skipped, since they would resolve
+// inside the user's repository.
+func LookPath(name, pathList string) (string, error) {
 	for _, dir := range filepath.SplitList(pathList) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue
 		}
 		p := filepath.Join(dir, name)
-		if _, err := exec.LookPath(p); err == nil {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
