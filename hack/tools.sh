@@ -129,10 +129,7 @@ build_k8s() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldf="$ldf -X $pkg.gitVersion=$v -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  # build-tags: written by matrix_kube_fallbacks when a release needs a tag.
-  local tags=""
-  [ -f "$mod/build-tags" ] && tags=$(cat "$mod/build-tags")
-  (cd "$mod" && go build -trimpath -tags "$tags" -ldflags "$ldf" -o "$out" "k8s.io/kubernetes/cmd/$cmd")
+  (cd "$mod" && go build -trimpath -ldflags "$ldf" -o "$out" "k8s.io/kubernetes/cmd/$cmd")
 }
 
 # Argo CD's multi-call binary and repoclient (our caller of its repo-server API)
@@ -249,7 +246,6 @@ served() { (cd / && GOFLAGS=-mod=mod go mod download "$1" >/dev/null 2>&1); }
 matrix_kube_fallbacks() {
   local dir=$1 v=$2 staging name want alt p
   staging="v0.${v#v1.}"
-  rm -f "$dir/build-tags"
   for name in $(sed -n "s#^\t\(k8s.io/[a-z0-9-]*\) => k8s.io/[a-z0-9-]* $staging\$#\1#p" "$dir/go.mod"); do
     served "$name@$staging" && continue
     want=$(echo "$staging" | cut -d. -f1,2)
@@ -263,10 +259,6 @@ matrix_kube_fallbacks() {
       sed -i "s#^\t$name => $name $staging\$#\t$name => $name $alt#" "$dir/go.mod"
     else
       log "$name has no served $want.x; stubbing it"
-      # The in-tree cloud providers are the one such module the binaries
-      # import; Kubernetes' own providerless build tag leaves them out (the
-      # suite runs no cloud provider).
-      [ "$name" = k8s.io/legacy-cloud-providers ] && echo providerless >"$dir/build-tags"
       mkdir -p "$dir/stubs/$name"
       printf 'module %s\n\ngo 1.21\n' "$name" >"$dir/stubs/$name/go.mod"
       sed -i "s#^\t$name => $name $staging\$#\t$name => ./stubs/$name#" "$dir/go.mod"
