@@ -158,7 +158,7 @@ func matchList(patterns []string, text string, norm func(string) string) (ok boo
 	allowed := false
 	for _, raw := range patterns {
 		pat, isDeny := strings.CutPrefix(raw, "!")
-		re, err := compileGlob(norm(pat))
+		re, err := globs.get(norm(pat))
 		if err != nil {
 			continue
 		}
