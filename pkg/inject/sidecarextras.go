@@ -29,13 +29,14 @@ func homeEnv(e *catalog.Entry) []corev1.EnvVar {
 }
 
 // sidecarEnv is the sidecar's env: its home's, then the catalog's as written
-// (valueFrom references included: the kubelet resolves them, not us).
+// (valueFrom references included: the kubelet resolves them, not us), then
+// which of them come from Secrets (secretenv.go).
 func sidecarEnv(e *catalog.Entry) []corev1.EnvVar {
 	env := homeEnv(e)
 	for _, v := range e.Env {
 		env = append(env, *v.DeepCopy())
 	}
-	return env
+	return withSecretEnv(env, e)
 }
 
 // sidecarEnvFrom copies the catalog's Secret and ConfigMap references.

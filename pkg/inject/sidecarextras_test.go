@@ -69,8 +69,8 @@ func TestSidecarFieldsBuild(t *testing.T) {
 			t.Errorf("mount at %s: %+v, want readOnly %v", path, m, ro)
 		}
 	}
-	if len(s.Env) != 5 || s.Env[0].Name != keys.EnvHome || s.Env[4].Name != "X" {
-		t.Errorf("env %v: the home's variables must come before the catalog's", envNames(s.Env))
+	if len(s.Env) != 6 || s.Env[0].Name != keys.EnvHome || s.Env[4].Name != "X" || s.Env[5].Name != keys.EnvSecretEnv {
+		t.Errorf("env %v: the home's variables must come before the catalog's, the secret rule last", envNames(s.Env))
 	}
 	if len(s.EnvFrom) != 1 || s.EnvFrom[0].SecretRef.Name != "avp" {
 		t.Errorf("envFrom %+v", s.EnvFrom)

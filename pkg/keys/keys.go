@@ -141,6 +141,16 @@ const (
 // process that left the command's process group (setsid) and lost its parent.
 const EnvCommandID = "CMP_SERVER_COMMAND_ID"
 
+// EnvSecretEnv is set by the injector (not Argo CD) on a sidecar whose catalog
+// entry takes env from Secrets: which of the sidecar's variables hold Secret
+// values, by name and never by value. cmp-server replaces those values with
+// "[redacted NAME]" in its logs and errors. The value is a comma-separated
+// list of items: a name (env valueFrom.secretKeyRef), a prefix ending in "*"
+// (an envFrom secretRef: its keys are unknown until the kubelet reads the
+// Secret; "*" alone for no prefix), or "!" and a name that no pattern covers
+// (a variable the catalog sets itself, which wins over envFrom).
+const EnvSecretEnv = "CMP_SERVER_SECRET_ENV"
+
 // Names derived from a plugin's name: its sidecar and the sidecar's two
 // volumes. Each must be a DNS-1123 label (at most 63 characters), which is
 // what bounds the length of a plugin's name in the catalog.
