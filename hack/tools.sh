@@ -11,7 +11,7 @@
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        argocd-operator
-#        jsonnet sops (the plugin library) age-keygen (its tests)
+#        jsonnet sops helmfile (the plugin library) age-keygen vault (their tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 set -euo pipefail
 
@@ -86,6 +86,13 @@ build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomi
 # hack/images reads too, so bin/ and the plugin images hold the same build.
 build_jsonnet() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$JSONNET_PKG@$2"; }
 build_sops() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$SOPS_PKG@$2"; }
+# helmfile and Vault build from tools modules that carry their replace blocks.
+build_helmfile() {
+  (cd "$ROOT/test/e2e/tools/helmfile" && go build -trimpath -ldflags "-s -w -X go.szostok.io/version.version=$2" -o "$1/helmfile" github.com/helmfile/helmfile)
+}
+build_vault() {
+  (cd "$ROOT/test/e2e/tools/vault" && go build -trimpath -ldflags '-s -w' -o "$1/vault" github.com/hashicorp/vault)
+}
 build_age_keygen() { GOBIN=$1 go install -trimpath -ldflags "-s -w -X main.Version=$2" "filippo.io/age/cmd/age-keygen@$2"; }
 
 # etcd and kube-apiserver come from their own modules under test/e2e/tools so that
@@ -371,6 +378,8 @@ one() {
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;
   jsonnet) cached jsonnet "$JSONNET_VERSION" build_jsonnet ;;
   sops) cached sops "$SOPS_VERSION" build_sops ;;
+  helmfile) cached helmfile "$HELMFILE_VERSION" build_helmfile ;;
+  vault) cached vault "$VAULT_VERSION" build_vault ;;
   age-keygen) cached age-keygen "$AGE_VERSION" build_age_keygen ;;
   actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
   golangci-lint) cached golangci-lint "$GOLANGCI_LINT_VERSION" build_golangci_lint ;;

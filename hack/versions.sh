@@ -46,3 +46,10 @@ SOPS_PKG=github.com/getsops/sops/v3/cmd/sops
 SOPS_VERSION=v3.13.3
 # age-keygen makes the sops plugin's test key at test time (never shipped).
 AGE_VERSION=v1.3.1
+# helmfile (the helmfile plugin; vals, which resolves its ref+vault:// values, is
+# a library inside it) and the Vault server its tests authenticate against. Both
+# need a tools module (test/e2e/tools/<name>) for their go.mod's replace blocks;
+# the module's go.mod must require the same versions (TestToolModulesMatchPins).
+# Vault is BUSL-1.1: built for the tests only, never shipped.
+HELMFILE_VERSION=v1.8.0
+VAULT_VERSION=v1.21.4
