@@ -21,7 +21,6 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/cmp-injector"
 mkdir -p "$BIN" "$CACHE"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-HELM_VERSION=v3.22.0
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
 ETCD_VERSION=v3.5.21
@@ -32,7 +31,6 @@ KUBE_VERSION=v1.37.2
 KUBE_PREV_VERSION=v1.32.13
 KUBELET_VERSION=v1.34.4
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
-KUSTOMIZE_VERSION=v5.8.2
 # shellcheck source=hack/versions.sh
 . "$ROOT/hack/versions.sh"
 
@@ -62,10 +60,12 @@ cached() {
   link "$name" "$dir"
 }
 
+# helm and kustomize go into plugin images too: hack/images builds them with the
+# same flags (its toolSpec), and TestToolBuildsMatchToolsSh keeps the two equal.
 build_helm() {
   GOBIN=$1 go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$2" \
-    "helm.sh/helm/v3/cmd/helm@$2"
+    "$HELM_PKG@$2"
 }
 build_protoc_gen_go() { GOBIN=$1 go install -trimpath "google.golang.org/protobuf/cmd/protoc-gen-go@$2"; }
 build_protoc_gen_go_grpc() { GOBIN=$1 go install -trimpath "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$2"; }
@@ -81,7 +81,7 @@ build_golangci_lint() {
   GOBIN=$1 go install -trimpath -ldflags "-s -w -X main.version=${2#v}" \
     "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$2"
 }
-build_kustomize() { GOBIN=$1 go install -trimpath "sigs.k8s.io/kustomize/kustomize/v5@$2"; }
+build_kustomize() { GOBIN=$1 go install -trimpath "$KUSTOMIZE_PKG@$2"; }
 # The plugin library's tools: package and version from hack/versions.sh, which
 # hack/images reads too, so bin/ and the plugin images hold the same build.
 build_jsonnet() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$JSONNET_PKG@$2"; }

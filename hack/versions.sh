@@ -46,6 +46,13 @@ SOPS_PKG=github.com/getsops/sops/v3/cmd/sops
 SOPS_VERSION=v3.13.3
 # age-keygen makes the sops plugin's test key at test time (never shipped).
 AGE_VERSION=v1.3.1
+# helm (the helm plugin, kustomize-helm's chart inflation, and every test that
+# renders a chart) and kustomize (the kustomize plugins, Argo CD's native
+# Kustomize in the tests).
+HELM_PKG=helm.sh/helm/v3/cmd/helm
+HELM_VERSION=v3.22.0
+KUSTOMIZE_PKG=sigs.k8s.io/kustomize/kustomize/v5
+KUSTOMIZE_VERSION=v5.8.2
 # helmfile (the helmfile plugin; vals, which resolves its ref+vault:// values, is
 # a library inside it) and the Vault server its tests authenticate against. Both
 # need a tools module (test/e2e/tools/<name>) for their go.mod's replace blocks;

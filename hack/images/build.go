@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -17,7 +19,7 @@ import (
 )
 
 // imageSpec is one image: a product image, or a plugin image of the library
-// (deploy/plugins/<plugin>/), which is the cmp-server image plus a tool.
+// (deploy/plugins/<plugin>/), which is the cmp-server image plus its tools.
 type imageSpec struct {
 	Name string // repository's last element
 	Cmd  string // Go package of the main
@@ -26,27 +28,49 @@ type imageSpec struct {
 	// also the copy init container and defaults to Argo CD's 999; the injector
 	// runs as the distroless nonroot user.
 	User string
-	// Tool is a plugin image's tool, nil in a product image.
-	Tool *toolSpec
+	// Plugins are the deploy/plugins/<plugin> whose catalog entries run a
+	// plugin image (one image may serve several, e.g. kustomize and
+	// kustomize-helm); none in a product image.
+	Plugins []string
+	// Tools are a plugin image's tools, one layer each, in this order.
+	Tools []toolSpec
 }
 
-// toolSpec is a tool built from the Go module proxy at the package and
-// version hack/versions.sh pins, the same build hack/tools.sh puts in bin/.
+// toolSpec is a tool built from the Go module proxy at the version
+// hack/versions.sh pins, the same build hack/tools.sh puts in bin/ (same
+// flags, so the two are byte for byte the same): `go install PKG@VERSION`
+// of the package PkgVar names, or, for a tool whose go.mod has a replace
+// block that go install refuses, `go build` of Pkg inside the tools module
+// Module, whose go.mod requires the pinned version and repeats the replaces.
 type toolSpec struct {
-	Name       string // the binary's name in binDir
-	Plugin     string // the deploy/plugins/<plugin> whose catalog entry runs the image
-	PkgVar     string // hack/versions.sh's variable holding the Go package
-	VersionVar string // and the one holding the version
-	License    string // SPDX expression of the tool's licence
+	Name       string // the binary's name in binDir and in bin/
+	PkgVar     string // hack/versions.sh's variable holding the Go package (go install)
+	Module     string // or: the tools module's directory, relative to the repository root (go build)
+	Pkg        string // and the main package built there
+	VersionVar string // hack/versions.sh's variable holding the version
+	// Strip is -s -w, VersionSymbol the -X symbol set to the version: the
+	// ldflags hack/tools.sh builds the tool with.
+	Strip         bool
+	VersionSymbol string
+	License       string // SPDX expression of the tool's licence
 }
+
+// helm is in two images (cmp-helm, cmp-kustomize for kustomize's helmCharts).
+var helmTool = toolSpec{Name: "helm", PkgVar: "HELM_PKG", VersionVar: "HELM_VERSION", Strip: true,
+	VersionSymbol: "helm.sh/helm/v3/internal/version.version", License: "Apache-2.0"}
 
 var specs = []imageSpec{
 	{Name: "cmp-injector", Cmd: "./cmd/cmp-injector", Bin: "cmp-injector", User: "65532:65532"},
 	{Name: "cmp-server", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999"},
-	{Name: "cmp-jsonnet", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999",
-		Tool: &toolSpec{Name: "jsonnet", Plugin: "jsonnet", PkgVar: "JSONNET_PKG", VersionVar: "JSONNET_VERSION", License: "Apache-2.0"}},
-	{Name: "cmp-sops", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999",
-		Tool: &toolSpec{Name: "sops", Plugin: "sops", PkgVar: "SOPS_PKG", VersionVar: "SOPS_VERSION", License: "MPL-2.0"}},
+	{Name: "cmp-jsonnet", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"jsonnet"},
+		Tools: []toolSpec{{Name: "jsonnet", PkgVar: "JSONNET_PKG", VersionVar: "JSONNET_VERSION", Strip: true, License: "Apache-2.0"}}},
+	{Name: "cmp-sops", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"sops"},
+		Tools: []toolSpec{{Name: "sops", PkgVar: "SOPS_PKG", VersionVar: "SOPS_VERSION", Strip: true, License: "MPL-2.0"}}},
+	{Name: "cmp-helm", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"helm"},
+		Tools: []toolSpec{helmTool}},
+	// kustomize is built as hack/tools.sh builds it: not stripped.
+	{Name: "cmp-kustomize", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"kustomize", "kustomize-helm"},
+		Tools: []toolSpec{{Name: "kustomize", PkgVar: "KUSTOMIZE_PKG", VersionVar: "KUSTOMIZE_VERSION", License: "Apache-2.0"}, helmTool}},
 }
 
 // buildInfo is what every image of one build shares.
@@ -96,17 +120,17 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 		{Layer: base, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: CA certificates, passwd, group, /tmp", Comment: "base"}},
 		{Layer: app, History: v1.History{Created: v1.Time{Time: b.Epoch}, CreatedBy: "cmp-injector hack/images: " + spec.Cmd}},
 	}
-	if spec.Tool != nil {
-		pkg, version, file, err := buildTool(ctx, b, *spec.Tool, p)
+	for _, t := range spec.Tools {
+		built, err := buildTool(ctx, b, t, p)
 		if err != nil {
 			return nil, err
 		}
-		layer, err := fileLayer(file, spec.Tool.Name, b.Epoch)
+		layer, err := fileLayer(built.File, t.Name, b.Epoch)
 		if err != nil {
 			return nil, err
 		}
 		adds = append(adds, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: b.Epoch},
-			CreatedBy: "cmp-injector hack/images: go install " + pkg + "@" + version, Comment: spec.Tool.Name}})
+			CreatedBy: "cmp-injector hack/images: " + built.How, Comment: t.Name}})
 	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
@@ -142,7 +166,7 @@ func fileLayer(file, name string, epoch time.Time) (v1.Layer, error) {
 }
 
 // labels are the OCI annotations every registry and scanner reads; a plugin
-// image names its tool, the tool's pin and licence too.
+// image names its plugins, each tool's pin and the tools' licences too.
 func (b buildInfo) labels(spec imageSpec) map[string]string {
 	l := map[string]string{
 		"org.opencontainers.image.source":      "https://github.com/cmp-injector/cmp-injector",
@@ -153,18 +177,30 @@ func (b buildInfo) labels(spec imageSpec) map[string]string {
 		"org.opencontainers.image.licenses":    "Apache-2.0",
 		"org.opencontainers.image.description": "cmp-injector: Argo CD Config Management Plugins as injected sidecars",
 	}
-	if t := spec.Tool; t != nil {
-		pkg, version := b.Pins[t.PkgVar], b.Pins[t.VersionVar]
-		l["org.opencontainers.image.licenses"] = "Apache-2.0 AND " + t.License
-		l["org.opencontainers.image.description"] = fmt.Sprintf("cmp-injector's %s plugin (deploy/plugins/%s): cmp-server and %s %s built from %s",
-			t.Plugin, t.Plugin, t.Name, version, pkg)
-		l[toolLabel] = pkg + "@" + version
+	if len(spec.Tools) == 0 {
+		return l
 	}
+	licences := []string{"Apache-2.0"}
+	var tools, dirs []string
+	for _, t := range spec.Tools {
+		if !slices.Contains(licences, t.License) {
+			licences = append(licences, t.License)
+		}
+		pkg, version := b.pin(t)
+		tools = append(tools, fmt.Sprintf("%s %s built from %s", t.Name, version, pkg))
+		l[toolLabelPrefix+t.Name] = pkg + "@" + version
+	}
+	for _, p := range spec.Plugins {
+		dirs = append(dirs, "deploy/plugins/"+p)
+	}
+	l["org.opencontainers.image.licenses"] = strings.Join(licences, " AND ")
+	l["org.opencontainers.image.description"] = fmt.Sprintf("cmp-injector's %s plugin image (%s): cmp-server and %s",
+		strings.Join(spec.Plugins, " and "), strings.Join(dirs, ", "), strings.Join(tools, ", "))
 	return l
 }
 
-// toolLabel names the Go package and version of a plugin image's tool.
-const toolLabel = "io.cmp-injector.tool"
+// toolLabelPrefix plus a tool's name labels its Go package and version.
+const toolLabelPrefix = "io.cmp-injector.tool."
 
 // baseLayer is what a distroless static image holds: CA certificates (the
 // build machine's Debian ca-certificates), passwd and group, a sticky /tmp and

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -116,8 +117,8 @@ func TestImages(t *testing.T) {
 				if err != nil || !strings.Contains(string(out), b.Version) {
 					t.Errorf("%s version: %v %s (want %s)", spec.Bin, err, out, b.Version)
 				}
-				if spec.Tool != nil {
-					checkTool(t, b, *spec.Tool, c.Labels, files)
+				for _, tool := range spec.Tools {
+					checkTool(t, b, tool, c.Labels, files)
 				}
 			}
 		})
@@ -210,9 +211,10 @@ func listFiles(t *testing.T, rc io.ReadCloser) map[string][]byte {
 // its labels name it.
 func checkTool(t *testing.T, b buildInfo, tool toolSpec, labels map[string]string, files map[string][]byte) {
 	t.Helper()
-	pin := b.Pins[tool.PkgVar] + "@" + b.Pins[tool.VersionVar]
-	if labels[toolLabel] != pin || !strings.Contains(labels["org.opencontainers.image.licenses"], tool.License) {
-		t.Errorf("%s: labels %v, want %s=%s and licence %s", tool.Name, labels, toolLabel, pin, tool.License)
+	pkg, version := b.pin(tool)
+	pin := pkg + "@" + version
+	if labels[toolLabelPrefix+tool.Name] != pin || !strings.Contains(labels["org.opencontainers.image.licenses"], tool.License) {
+		t.Errorf("%s: labels %v, want %s=%s and licence %s", tool.Name, labels, toolLabelPrefix+tool.Name, pin, tool.License)
 	}
 	data, ok := files["usr/local/bin/"+tool.Name]
 	if !ok {
@@ -245,14 +247,99 @@ func checkPluginCatalog(t *testing.T, b buildInfo, built []built) {
 		t.Fatal(err)
 	}
 	for i, spec := range specs {
-		if spec.Tool == nil {
-			continue
-		}
-		e, ok := cat.Plugins[spec.Tool.Plugin]
 		repo, _, _ := strings.Cut(built[i].Ref, ":")
-		if !ok || e.Image != built[i].Ref || !slices.Contains(e.AllowedImages, repo+":*") {
-			t.Errorf("deploy/plugins/catalog.yaml plugins.%s: image %q allowedImages %q, want the built %s and %s:*",
-				spec.Tool.Plugin, e.Image, e.AllowedImages, built[i].Ref, repo)
+		for _, plugin := range spec.Plugins {
+			e, ok := cat.Plugins[plugin]
+			if !ok || e.Image != built[i].Ref || !slices.Contains(e.AllowedImages, repo+":*") {
+				t.Errorf("deploy/plugins/catalog.yaml plugins.%s: image %q allowedImages %q, want the built %s and %s:*",
+					plugin, e.Image, e.AllowedImages, built[i].Ref, repo)
+			}
 		}
+	}
+}
+
+// TestToolBuildsMatchToolsSh: each plugin image's tool is built as
+// hack/tools.sh's build_<tool> builds it for bin/ (same package or tools
+// module, same ldflags), which TestImages then checks byte for byte. This is
+// the quick check of the two descriptions, without a build.
+func TestToolBuildsMatchToolsSh(t *testing.T) {
+	b, err := newBuildInfo("ghcr.io/cmp-injector", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(b.Root, "hack", "tools.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range specs {
+		for _, tool := range spec.Tools {
+			fn := "build_" + strings.ReplaceAll(tool.Name, "-", "_") + "() {"
+			_, body, ok := strings.Cut(string(script), fn)
+			if !ok {
+				t.Errorf("%s: hack/tools.sh has no %s", spec.Name, fn)
+				continue
+			}
+			body, _, _ = strings.Cut(body, "\n}")
+			body, _, _ = strings.Cut(body, "; }\n")
+			var want []string
+			if tool.Module != "" {
+				want = append(want, `cd "$ROOT/`+tool.Module+`"`, "go build -trimpath", " "+tool.Pkg)
+			} else {
+				want = append(want, "go install -trimpath", `"$`+tool.PkgVar+`@$2"`)
+			}
+			if flags := tool.ldflags("$2"); flags != "" {
+				if !strings.Contains(body, `-ldflags "`+flags+`"`) && !strings.Contains(body, `-ldflags '`+flags+`'`) {
+					want = append(want, "-ldflags '"+flags+"'")
+				}
+			} else if strings.Contains(body, "-ldflags") {
+				t.Errorf("%s: hack/tools.sh builds %s with -ldflags, hack/images without:\n%s", spec.Name, tool.Name, body)
+			}
+			for _, w := range want {
+				if !strings.Contains(body, w) {
+					t.Errorf("%s: hack/tools.sh's %s lacks %s, which hack/images builds %s with:\n%s", spec.Name, fn, w, tool.Name, body)
+				}
+			}
+			if pkg, version := b.pin(tool); pkg == "" || version == "" {
+				t.Errorf("%s: no pin for %s (%s%s, %s) in hack/versions.sh", spec.Name, tool.Name, tool.PkgVar, tool.Pkg, tool.VersionVar)
+			}
+		}
+	}
+}
+
+// TestToolFromModule builds a tool the way a plugin image builds one whose
+// go.mod has a replace block (helmfile): go build in its tools module. The
+// tool here is promtool (test/observability/promtool, for the same reason),
+// which hack/tools.sh builds that way for bin/: the two must be byte for byte
+// the same, and a pin the module does not require must be refused.
+func TestToolFromModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links promtool")
+	}
+	b, err := newBuildInfo("ghcr.io/cmp-injector", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WorkDir = t.TempDir()
+	tool := toolSpec{Name: "promtool", Module: "test/observability/promtool", Pkg: "github.com/prometheus/prometheus/cmd/promtool",
+		VersionVar: "PROMETHEUS_VERSION", Strip: true, License: "Apache-2.0"}
+	amd64 := v1.Platform{OS: "linux", Architecture: "amd64"}
+	built, err := buildTool(context.Background(), b, tool, amd64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(built.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := os.ReadFile(filepath.Join(b.Root, "bin", "promtool"))
+	if err != nil {
+		t.Fatalf("%v: run hack/tools.sh promtool", err)
+	}
+	if !bytes.Equal(data, local) {
+		t.Errorf("%s built %d bytes, bin/promtool (hack/tools.sh) has %d", built.How, len(data), len(local))
+	}
+	b.Pins["PROMETHEUS_VERSION"] = "v0.1.0"
+	if _, err := buildTool(context.Background(), b, tool, amd64); err == nil || !strings.Contains(err.Error(), "requires v0.315.0, hack/versions.sh pins PROMETHEUS_VERSION v0.1.0") {
+		t.Errorf("a pin the module does not require: err %v", err)
 	}
 }
