@@ -31,7 +31,7 @@ static-check: build
 	    echo "$$b is dynamically linked"; exit 1; fi; \
 	  echo "$$b: static"; done
 
-## images: OCI images of both binaries (linux/amd64, linux/arm64) into bin/images,
+## images: OCI images of both binaries and the plugin library (linux/amd64, linux/arm64) into bin/images,
 ## with no container engine and no base image download; reproducible per commit
 images:
 	go run ./hack/images --out $(BIN)/images --version $(VERSION)

@@ -1,6 +1,6 @@
 // Command cmp-server is the plugin server binary: a drop-in argocd-cmp-server
 // (the default subcommand), its local runner and client, the copy step of the
-// init container, and the built-in helm, jsonnet and sops plugins.
+// init container, and the built-in helm, jsonnet, kustomize and sops plugins.
 package main
 
 import (
@@ -10,9 +10,10 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/cli"
 	"github.com/cmp-injector/cmp-injector/cmpserver/helmplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/jsonnetplugin"
+	"github.com/cmp-injector/cmp-injector/cmpserver/kustomizeplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/sopsplugin"
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, sopsplugin.Command))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, kustomizeplugin.Command, sopsplugin.Command))
 }

@@ -23,6 +23,13 @@ func GenerateAction(fs *serving.FlagSet, args []string) ([]params.AppParameter, 
 	default:
 		return nil, "", fs.Errorf("unknown action %q: want generate", action)
 	}
+	return AppRequest()
+}
+
+// AppRequest is what a plugin command reads of its request: the Application's
+// parameters (ARGOCD_APP_PARAMETERS) and the app directory (the working
+// directory).
+func AppRequest() ([]params.AppParameter, string, error) {
 	ps, err := params.Decode([]byte(os.Getenv(keys.EnvAppParameters)))
 	if err != nil {
 		return nil, "", err

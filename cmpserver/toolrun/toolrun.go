@@ -1,4 +1,4 @@
-// Package toolrun runs the tool of a built-in plugin (jsonnet, sops) the way
+// Package toolrun runs the tool of a built-in plugin (jsonnet, kustomize, sops) the way
 // each of them needs: found on the plugin env's PATH, its output captured,
 // and on failure its own message as the error text with its exit code.
 package toolrun
@@ -54,6 +54,11 @@ func Run(ctx context.Context, tool string, args []string, dir string, env []stri
 		return nil, nil, fmt.Errorf("running %s: %w", tool, err)
 	}
 	return out.Bytes(), errOut.Bytes(), nil
+}
+
+// Find looks name up on the PATH of env, as Run does.
+func Find(name string, env []string) (string, error) {
+	return LookPath(name, envPath(env))
 }
 
 // envPath is the PATH of env; the last one wins, as with exec.

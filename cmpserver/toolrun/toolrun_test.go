@@ -78,3 +78,14 @@ func TestGenerateAction(t *testing.T) {
 		t.Error("parameters that are no list were accepted")
 	}
 }
+
+func TestFind(t *testing.T) {
+	dir := tool(t, "kustomize-v1", `exit 0`)
+	got, err := Find("kustomize-v1", []string{"PATH=/nowhere:" + dir, "HOME=/x"})
+	if err != nil || got != filepath.Join(dir, "kustomize-v1") {
+		t.Errorf("Find = %q %v", got, err)
+	}
+	if _, err := Find("kustomize-v2", []string{"PATH=" + dir}); err == nil || err.Error() != "kustomize-v2 not found on PATH ("+dir+")" {
+		t.Errorf("err %v", err)
+	}
+}

@@ -296,10 +296,33 @@ func TestKustomize(t *testing.T) {
 			t.Errorf("image = %q, want the value unexpanded", got)
 		}
 	})
-	t.Run("an image kustomize cannot parse is refused", func(t *testing.T) {
+	t.Run("an image kustomize cannot parse is refused with kustomize's reason", func(t *testing.T) {
 		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize", params: []params.AppParameter{
-			{Name: "images", Array: []string{"nginx:1.27", ""}},
-		}}, "invalid format of image")
+			{Name: "images", Array: []string{"nginx:1.27", "x y"}},
+		}}, "parameter images: Error: invalid format of image")
+	})
+	t.Run("bad parameters are refused before kustomize runs", func(t *testing.T) {
+		for _, tc := range []struct {
+			p    params.AppParameter
+			want string
+		}{
+			{params.AppParameter{Name: "images", Array: []string{"nginx:1.27", " "}}, "parameter images: entry 1 is empty"},
+			{params.AppParameter{Name: "images", String: str("nginx:1.27")}, "parameter images: want an array of kustomize image specs"},
+			{params.AppParameter{Name: "name-prefix", Array: []string{"a-"}}, "parameter name-prefix: want a string"},
+			{params.AppParameter{Name: "name-suffix", Map: map[string]string{"a": "b"}}, "parameter name-suffix: want a string"},
+		} {
+			refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize", params: []params.AppParameter{tc.p}}, tc.want)
+		}
+	})
+	t.Run("an unknown parameter is a warning", func(t *testing.T) {
+		out, stderr, err := run(t, invocation{action: "generate", config: "kustomize", app: "kustomize", args: []string{"--loglevel", "info"},
+			params: []params.AppParameter{{Name: "namePrefix", String: str("x-")}}})
+		if err != nil || !strings.Contains(out, "name: web") {
+			t.Fatalf("generate: %v\n%s", err, stderr)
+		}
+		if !strings.Contains(stderr, `unknown parameter \"namePrefix\" ignored (known: version, name-prefix, name-suffix, images)`) {
+			t.Errorf("stderr lacks the warning:\n%s", stderr)
+		}
 	})
 	t.Run("version", func(t *testing.T) {
 		objs := generate(t, invocation{config: "kustomize", app: "kustomize", params: []params.AppParameter{{Name: "version", String: str("v5.8.2")}}})
@@ -308,10 +331,12 @@ func TestKustomize(t *testing.T) {
 		}
 		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize",
 			params: []params.AppParameter{{Name: "version", String: str("v9.9.9")}}},
-			"kustomize v9.9.9 is not installed in this sidecar (kustomize is v5.8.2)")
-		refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize",
-			params: []params.AppParameter{{Name: "version", String: str("v5;id")}}},
-			"version: only letters, digits and . + - are allowed")
+			"kustomize v9.9.9 is not installed in this sidecar (kustomize is v5.8.2, and there is no kustomize-v9.9.9 on PATH)")
+		for _, v := range []string{"v5;id", "../../bin/sh", "v5 x"} {
+			refused(t, invocation{action: "generate", config: "kustomize", app: "kustomize",
+				params: []params.AppParameter{{Name: "version", String: str(v)}}},
+				"parameter version: only letters, digits and . + - are allowed")
+		}
 	})
 	t.Run("version picks kustomize-<version> from PATH", func(t *testing.T) {
 		// Only kustomize-v5.8.2 is on PATH: the default kustomize is absent, so the
@@ -320,14 +345,14 @@ func TestKustomize(t *testing.T) {
 		if err := os.Symlink(filepath.Join(toolsBin, "kustomize"), filepath.Join(dir, "kustomize-v5.8.2")); err != nil {
 			t.Fatal(err)
 		}
-		inv := invocation{config: "kustomize", app: "kustomize", path: dir + ":/usr/bin:/bin",
+		inv := invocation{config: "kustomize", app: "kustomize", path: dir,
 			params: []params.AppParameter{{Name: "version", String: str("v5.8.2")}, {Name: "name-prefix", String: str("v-")}}}
 		if _, ok := generate(t, inv)["Deployment/v-web"]; !ok {
 			t.Error("no Deployment/v-web")
 		}
 		inv.params = nil
 		inv.action = "generate"
-		refused(t, inv, "kustomize: not found")
+		refused(t, inv, "kustomize not found on PATH ("+dir+")")
 	})
 	t.Run("parameters", func(t *testing.T) {
 		got := announcement(t, invocation{config: "kustomize", app: "kustomize"})
@@ -373,8 +398,66 @@ func TestKustomizeHelm(t *testing.T) {
 		if err := os.Symlink(filepath.Join(toolsBin, "kustomize"), filepath.Join(dir, "kustomize")); err != nil {
 			t.Fatal(err)
 		}
-		refused(t, invocation{action: "generate", config: "kustomize-helm", app: "kustomize-helm", path: dir + ":/usr/bin:/bin"}, "(is 'helm' installed?)")
+		refused(t, invocation{action: "generate", config: "kustomize-helm", app: "kustomize-helm", path: dir}, "(is 'helm' installed?)")
 	})
+}
+
+// TestKustomizeNeedsNoShell runs both kustomize plugins, discovery included,
+// with a PATH holding only what their image holds besides the plugin server:
+// kustomize and helm. The image has no shell, and neither plugin needs one.
+func TestKustomizeNeedsNoShell(t *testing.T) {
+	dir := t.TempDir()
+	for _, tool := range []string{"kustomize", "helm"} {
+		if err := os.Symlink(filepath.Join(toolsBin, tool), filepath.Join(dir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, plugin := range []string{"kustomize", "kustomize-helm"} {
+		out, stderr, err := run(t, invocation{action: "match", config: plugin, app: "kustomize-helm", path: dir})
+		if err != nil || strings.TrimSpace(out) != "true" {
+			t.Errorf("%s match: %q %v\n%s", plugin, out, err, stderr)
+		}
+	}
+	objs := generate(t, invocation{config: "kustomize", app: "kustomize", path: dir, params: []params.AppParameter{
+		{Name: "version", String: str("v5.8.2")}, {Name: "name-prefix", String: str("p-")},
+		{Name: "images", Array: []string{"nginx:1.27"}},
+	}})
+	if got := containerImages(objs["Deployment/p-web"]); len(got) == 0 || got[0] != "nginx:1.27" {
+		t.Errorf("objects %q, images %q", names(objs), got)
+	}
+	if _, ok := generate(t, invocation{config: "kustomize-helm", app: "kustomize-helm", path: dir,
+		params: []params.AppParameter{{Name: "name-suffix", String: str("-s")}}})["ConfigMap/demo-hello-s"]; !ok {
+		t.Error("kustomize-helm without a shell: no ConfigMap/demo-hello-s")
+	}
+}
+
+// TestKustomizeHelmDiscovery: the kustomize-helm plugin takes an app whose
+// kustomization file, under any name kustomize reads, has a top-level
+// helmCharts key; not one where helmCharts is nested or only mentioned, and
+// not one whose kustomization does not parse (the kustomize plugin then
+// reports kustomize's own error).
+func TestKustomizeHelmDiscovery(t *testing.T) {
+	for _, tc := range []struct {
+		file, content string
+		want          bool
+	}{
+		{"kustomization.yaml", "helmCharts:\n- name: x\n", true},
+		{"kustomization.yml", "resources: []\nhelmCharts: []\n", true},
+		{"Kustomization", "{\"helmCharts\": [{\"name\": \"x\"}]}", true},
+		{"kustomization.yaml", "resources:\n- helmCharts.yaml\n# helmCharts:\n", false},
+		{"kustomization.yaml", "patches:\n- patch: |\n    helmCharts: []\n", false},
+		{"kustomization.yaml", "helmCharts: [\n", false},
+		{"other.yaml", "helmCharts: []\n", false},
+	} {
+		app := t.TempDir()
+		if err := os.WriteFile(filepath.Join(app, tc.file), []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, err := run(t, invocation{action: "match", config: "kustomize-helm", app: app})
+		if err != nil || strings.TrimSpace(out) != fmt.Sprint(tc.want) {
+			t.Errorf("%s %q: match %q %v, want %v\n%s", tc.file, tc.content, out, err, tc.want, stderr)
+		}
+	}
 }
 
 func TestTrivialCMP(t *testing.T) {

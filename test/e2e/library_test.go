@@ -22,9 +22,9 @@ import (
 // repo-server: the example catalog's entry injected into a repo-server pod
 // shaped like Argo CD's, the pod booted with each pinned release, an
 // Application of the library's test repository rendered by GenerateManifest.
-// Each sidecar runs the cmp-server built for this run and the pinned tool of
-// bin/, the two binaries the plugin's image holds (hack/images checks that the
-// image's tool is bin/'s, byte for byte). The sops sidecar reads its age key
+// Each sidecar runs the cmp-server built for this run and the pinned tools of
+// bin/, the binaries the plugin's image holds (hack/images checks that the
+// image's tools are bin/'s, byte for byte). The sops sidecar reads its age key
 // from the Secret volume of its catalog entry, as the kubelet projects it.
 
 // libraryRepo is the test repository: the plugins' own test apps.
@@ -120,13 +120,13 @@ func TestPluginLibrary(t *testing.T) {
 	}
 	sopstest.WriteApp(t, bin, filepath.Join(sopsTree, "sops"), key.Recipient, planted)
 
-	s := startLibrary(t, []string{"jsonnet", "sops"}, sopsTree)
+	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm"}, sopsTree)
 	setAgeKey(t, s.ns, key)
 	for i, rel := range s.rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-			rs, stored := s.bootRepoServer(t, rel, "jsonnet, sops", "lib"+strconv.Itoa(i))
-			if st := status(t, stored); !reflect.DeepEqual(st.Plugins, []string{"jsonnet", "sops"}) {
-				t.Fatalf("pod injected with %v, want [jsonnet sops]", st.Plugins)
+			rs, stored := s.bootRepoServer(t, rel, "jsonnet, sops, helm, kustomize, kustomize-helm", "lib"+strconv.Itoa(i))
+			if st := status(t, stored); !reflect.DeepEqual(st.Plugins, libraryPlugins) {
+				t.Fatalf("pod injected with %v, want %v", st.Plugins, libraryPlugins)
 			}
 			spec, _ := json.Marshal(stored)
 			sopstest.NotLeaked(t, "the stored pod (env, volumes)", string(spec), key, planted)
@@ -197,6 +197,7 @@ func TestPluginLibrary(t *testing.T) {
 				sopstest.NotLeaked(t, "Argo CD's error", err.Error(), key, planted)
 				sopstest.NotLeaked(t, "Argo CD's error (the wrong key)", err.Error(), wrong, "")
 			})
+			t.Run("helm, kustomize and kustomize-helm", func(t *testing.T) { renderChartsAndKustomizations(t, s, rs) })
 			t.Run("neither the key nor the value in any process's log", func(t *testing.T) {
 				for _, p := range rs.Pod.Processes() {
 					sopstest.NotLeaked(t, "the log of "+p.Name, p.Output(), key, planted)
@@ -211,6 +212,93 @@ func TestPluginLibrary(t *testing.T) {
 			})
 		})
 	}
+}
+
+// libraryPlugins are the plugins TestPluginLibrary's repo-server asks for.
+var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm"}
+
+// renderChartsAndKustomizations renders the helm, kustomize and kustomize-helm
+// plugins' test apps through the repo-server rs: each named, and each found by
+// Argo CD's discovery (a kustomization listing helmCharts matches both
+// kustomize plugins; kustomize-helm's socket sorts first and must win).
+func renderChartsAndKustomizations(t *testing.T, s *libraryStack, rs *harness.RepoServer) {
+	t.Run("helm with helm-parameters and a release name", func(t *testing.T) {
+		resp, err := s.generate(rs, "shop", "kustomize-helm/charts/hello", &argoPlugin{Name: "helm", Parameters: []argoParam{
+			{Name: "release-name", String: strPtr("rel")},
+			{Name: "helm-parameters", Map: map[string]string{"greeting": "a, b", "image.tag": "11"}},
+			{Name: "helm-string-parameters", Map: map[string]string{"image.tag": "11"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, ok := objectsByName(t, resp.Manifests)["ConfigMap/rel-hello"]
+		want := map[string]any{"greeting": "a, b", "replicas": "1", "tag": "11", "tag-kind": "string"}
+		if !ok || !reflect.DeepEqual(cm["data"], want) || resp.SourceType != "Plugin" {
+			t.Errorf("%s manifests %v, want ConfigMap/rel-hello with %v", resp.SourceType, resp.Manifests, want)
+		}
+	})
+	for _, plugin := range []*argoPlugin{{Name: "kustomize", Parameters: []argoParam{
+		{Name: "name-prefix", String: strPtr("team-")},
+		{Name: "images", Array: []string{"nginx=registry.example.com/nginx:1.27", "busybox:1.37"}},
+	}}, {}} {
+		t.Run("kustomize "+nameOrDiscovery(plugin), func(t *testing.T) {
+			resp, err := s.generate(rs, "web", "kustomize", plugin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := objectsByName(t, resp.Manifests)
+			prefix, images := "", []string{"nginx:1.25", "busybox:1.36"}
+			if plugin.Name != "" {
+				prefix, images = "team-", []string{"registry.example.com/nginx:1.27", "busybox:1.37"}
+			}
+			dep, ok := objs["Deployment/"+prefix+"web"]
+			if _, cm := objs["ConfigMap/"+prefix+"settings"]; !ok || !cm || len(objs) != 2 || resp.SourceType != "Plugin" {
+				t.Fatalf("plugin %+v: %s manifests %v", plugin, resp.SourceType, resp.Manifests)
+			}
+			var got []string
+			for _, c := range dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any) {
+				got = append(got, fmt.Sprint(c.(map[string]any)["image"]))
+			}
+			if !reflect.DeepEqual(got, images) {
+				t.Errorf("plugin %+v: images %q, want %q", plugin, got, images)
+			}
+		})
+	}
+	t.Run("kustomize's error is what Argo CD reports", func(t *testing.T) {
+		_, err := s.generate(rs, "web", "kustomize", &argoPlugin{Name: "kustomize", Parameters: []argoParam{
+			{Name: "images", Array: []string{"x y"}},
+		}})
+		if err == nil || !strings.Contains(err.Error(), "parameter images: Error: invalid format of image") {
+			t.Errorf("err %v, want kustomize's refusal of the image", err)
+		}
+	})
+	for _, plugin := range []*argoPlugin{{Name: "kustomize-helm-proxy-cmp-v1.0", Parameters: []argoParam{
+		{Name: "name-suffix", String: strPtr("-s")},
+	}}, {}} {
+		t.Run("kustomize-helm "+nameOrDiscovery(plugin), func(t *testing.T) {
+			resp, err := s.generate(rs, "demo", "kustomize-helm", plugin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := "ConfigMap/demo-hello"
+			if plugin.Name != "" {
+				name += "-s"
+			}
+			cm, ok := objectsByName(t, resp.Manifests)[name]
+			want := map[string]any{"greeting": "from-kustomization", "replicas": "1", "tag": "10", "tag-kind": "string"}
+			if !ok || !reflect.DeepEqual(cm["data"], want) || resp.SourceType != "Plugin" {
+				t.Errorf("plugin %+v: %s manifests %v, want %s with %v", plugin, resp.SourceType, resp.Manifests, name, want)
+			}
+		})
+	}
+}
+
+// nameOrDiscovery names a subtest by the plugin the Application asks for.
+func nameOrDiscovery(p *argoPlugin) string {
+	if p.Name == "" {
+		return "found by discovery"
+	}
+	return "named " + p.Name
 }
 
 // setAgeKey creates or replaces the Secret the sops catalog entry mounts.

@@ -53,9 +53,9 @@ func nodeImages(t *testing.T, rel harness.ArgoRelease) []string {
 	test, err := harness.BuildTestImages(ctx, filepath.Join(env.root, "test-images"), map[harness.ImageKind][]string{
 		harness.PauseImage: {harness.SandboxImage},
 		harness.ShellImage: {"registry.example/e2e/shell:1"},
-		harness.HelmImage:  {"alpine/helm:3.16.2"},
-		// The example catalog's kustomize plugin names an older Argo CD image.
-		harness.ArgoCDImage: {rel.Image(), "quay.io/argoproj/argocd:v3.1.8"},
+		// The example catalog's plugins run the library's images, built by
+		// hack/images with the product images.
+		harness.ArgoCDImage: {rel.Image()},
 	}, rel)
 	if err != nil {
 		t.Fatal(err)

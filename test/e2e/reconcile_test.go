@@ -173,6 +173,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 	// The admin adds an init step to the helm plugin: a config-only change.
 	const newMessage = "hello from the new plugin config"
 	helm := cat["plugins"].(map[string]any)["helm"].(map[string]any)
+	catalogImage := helm["image"]
 	spec := helm["config"].(map[string]any)["inline"].(map[string]any)["spec"].(map[string]any)
 	spec["init"] = map[string]any{"command": []string{"sed", "-i", "s/hello from values.yaml/" + newMessage + "/", "values.yaml"}}
 	cat["revision"] = "day2-config"
@@ -326,7 +327,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		// review them (failurePolicy Fail), its patches would be refused.
 		installWebhook(whole, follower)
 		// The image goes back: the pod is current again once someone acts.
-		helm["image"] = "alpine/helm:3.16.2"
+		helm["image"] = catalogImage
 		cat["revision"] = "day2-failover"
 		setCatalog(t, []*harness.Injector{follower}, cat)
 		err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {

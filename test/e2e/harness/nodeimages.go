@@ -32,8 +32,6 @@ const (
 	PauseImage ImageKind = "pause"
 	// ShellImage is Debian's busybox-static: sh and the usual tools.
 	ShellImage ImageKind = "shell"
-	// HelmImage is the shell plus the pinned helm, in place of alpine/helm.
-	HelmImage ImageKind = "helm"
 	// ArgoCDImage is Argo CD's image as far as the repo-server, copyutil and
 	// a plugin sidecar use it: the argocd multi-call binary with its links and
 	// scripts, helm, kustomize, Debian's git and the shell; it runs as 999.
@@ -52,7 +50,7 @@ func BuildTestImages(ctx context.Context, dir string, refs map[ImageKind][]strin
 		return nil, err
 	}
 	var files []string
-	for _, kind := range []ImageKind{PauseImage, ShellImage, HelmImage, ArgoCDImage} {
+	for _, kind := range []ImageKind{PauseImage, ShellImage, ArgoCDImage} {
 		if len(refs[kind]) == 0 {
 			continue
 		}
@@ -98,12 +96,6 @@ func buildTestImage(ctx context.Context, dir string, kind ImageKind, argo ArgoRe
 		cfg.Entrypoint = []string{"/pause"}
 	case ShellImage:
 		files, err = busybox()
-	case HelmImage:
-		helm, terr := toolFile("helm")
-		if terr != nil {
-			return nil, terr
-		}
-		files, err = withShell(map[string]string{"usr/bin/helm": helm})
 	case ArgoCDImage:
 		files, err = argoFiles(argo)
 		cfg.User = "999"
@@ -276,7 +268,9 @@ func toolFile(name string) (string, error) {
 }
 
 // BuildProductImages runs `make images`' own builder (hack/images) for the
-// node's platform only and returns the cmp-server and cmp-injector archives.
+// node's platform only and returns the archive of every image it built:
+// cmp-server, cmp-injector and the plugin library's images, which the example
+// catalog's entries run (cmp-helm, cmp-kustomize, ...).
 func BuildProductImages(ctx context.Context, dir string) ([]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -287,5 +281,9 @@ func BuildProductImages(ctx context.Context, dir string) ([]string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go run ./hack/images: %v\n%s", err, out)
 	}
-	return []string{filepath.Join(dir, "cmp-server-linux-amd64.tar"), filepath.Join(dir, "cmp-injector-linux-amd64.tar")}, nil
+	archives, err := filepath.Glob(filepath.Join(dir, "*-linux-amd64.tar"))
+	if err == nil && len(archives) == 0 {
+		err = fmt.Errorf("go run ./hack/images wrote no *-linux-amd64.tar into %s", dir)
+	}
+	return archives, err
 }
