@@ -13,6 +13,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -76,6 +77,14 @@ func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
 }
 
 func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engine.Engine, *engine.Workspace) error) error {
+	if req.Exec.Redact == nil {
+		// As a sidecar's server: the Secret values its env names (redact.go).
+		req.Exec.Redact = redact.FromEnv(req.BaseEnv)
+	}
+	return req.Exec.Redact.Error(runLocalRequest(ctx, req, extract, fn))
+}
+
+func runLocalRequest(ctx context.Context, req LocalRequest, extract bool, fn func(*engine.Engine, *engine.Workspace) error) error {
 	opts := DefaultOptions()
 	opts.Plugin, opts.Limits, opts.Exec, opts.Logger = req.Plugin, req.Limits, req.Exec, req.Logger
 	if err := opts.Validate(); err != nil {

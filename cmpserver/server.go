@@ -23,6 +23,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -211,6 +212,10 @@ func New(opts Options) (*Server, error) {
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
+	if opts.Exec.Redact == nil {
+		// The sidecar's Secret values, named by the injector (redact.go).
+		opts.Exec.Redact = redact.FromEnv(opts.Env)
+	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees()}
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
@@ -221,8 +226,8 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, redactUnary(opts.Exec.Redact)),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, redactStream(opts.Exec.Redact)),
 	)
 	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{s: s})
 	return s, nil

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
@@ -77,5 +78,8 @@ func newLogger(level, format *string, stderr io.Writer) (*zap.Logger, error) {
 	if *format == "text" {
 		enc = zapcore.NewConsoleEncoder(cfg)
 	}
+	// The sidecar's Secret values never reach a log line, whoever logs them
+	// (cmpserver/redact): zap writes each entry with one Write, redacted whole.
+	stderr = redact.FromEnv(os.Environ()).Writer(stderr)
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), zapLevels[*level])), nil
 }

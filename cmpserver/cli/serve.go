@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -98,6 +99,8 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	opts.MaxMsgSize = *maxMsgMB << 20
 	opts.Logger = log
 	opts.Env = os.Environ()
+	opts.Exec.Redact = redact.FromEnv(opts.Env)
+	logRedaction(log, opts.Exec.Redact)
 	opts.LogLevel, opts.LogFormat = *level, *format
 	if err := opts.Validate(); err != nil {
 		return fs.Errorf("%v", err)
@@ -136,4 +139,15 @@ func envDuration(name string, def time.Duration) time.Duration {
 		return v
 	}
 	return def
+}
+
+// logRedaction says which variables' values are redacted (names only), and
+// which Secret variables are too short to be.
+func logRedaction(log *zap.Logger, r *redact.Redactor) {
+	if names := r.Names(); len(names) > 0 {
+		log.Info("the values of these Secret variables are redacted from logs and errors", zap.Strings("names", names))
+	}
+	if short := r.Short(); len(short) > 0 {
+		log.Warn(fmt.Sprintf("these Secret variables are shorter than %d bytes and are not redacted", redact.MinLen), zap.Strings("names", short))
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -43,6 +44,11 @@ type Options struct {
 	MaxStdoutBytes int64
 	// MaxStderrBytes truncates the captured stderr (it is only reported).
 	MaxStderrBytes int64
+	// Redact replaces the sidecar's Secret values in a command's stderr as it
+	// is read, before it is cut at MaxStderrBytes (so no cut leaves part of a
+	// value) and before it reaches an error, a log line or a Report. Nil:
+	// nothing is replaced.
+	Redact *redact.Redactor
 }
 
 // defaultMaxStdoutBytes fits the sidecar's default memory limit (the chart's
@@ -197,7 +203,12 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	var copying sync.WaitGroup
 	copying.Add(2)
 	go func() { defer copying.Done(); _, _ = io.Copy(stdout, outR) }()
-	go func() { defer copying.Done(); _, _ = io.Copy(stderr, errR) }()
+	go func() {
+		defer copying.Done()
+		w := r.opts.Redact.Stream(stderr)
+		_, _ = io.Copy(w, errR)
+		_ = w.Flush()
+	}()
 	outputClosed := make(chan struct{})
 	go func() { copying.Wait(); close(outputClosed) }()
 
