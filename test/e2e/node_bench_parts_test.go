@@ -113,6 +113,38 @@ func printPodStart(configs []startConfig, samples [][]startSample) {
 		}
 		fmt.Printf("   %-30s %s\n", cfg.name+":", strings.Join(parts, ", "))
 	}
+	fmt.Println("   steps between consecutive container starts, each pod's own (median ms; min-max):")
+	for j, cfg := range configs {
+		fmt.Printf("   %-30s %s\n", cfg.name+":", startSteps(samples[j]))
+	}
+}
+
+// startSteps is the time between one container's start and the next's, in
+// start order, within each pod, as median (min-max) per step: the kubelet's
+// rhythm without the drift of the sandbox's own start.
+func startSteps(samples []startSample) string {
+	var steps [][]float64
+	for _, s := range samples {
+		at := make([]float64, 0, len(s.started))
+		for _, v := range s.started {
+			at = append(at, v)
+		}
+		sort.Float64s(at)
+		for i := 1; i < len(at); i++ {
+			if len(steps) < i {
+				steps = append(steps, nil)
+			}
+			steps[i-1] = append(steps[i-1], at[i]-at[i-1])
+		}
+	}
+	if len(steps) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(steps))
+	for i, v := range steps {
+		parts[i] = fmt.Sprintf("%s (%s-%s)", msText(median(v)), msText(slices.Min(v)), msText(slices.Max(v)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // tmpMedia sends one warm-up and then runs GenerateManifest requests per

@@ -22,7 +22,10 @@ import (
 //
 //  1. pod start: pod creation → each container's first process → the
 //     repo-server's → the pod Ready, for 0, 1 and 4 plugins injected and for
-//     the same plugins as Argo CD's documented hand-written sidecars;
+//     the same plugins as Argo CD's documented hand-written sidecars; beside
+//     them the injected pods without the start gate and the plugins as
+//     regular containers, which tell the gate's cost from the kubelet's
+//     (node_bench_gate_test.go);
 //  2. GenerateManifest through Argo CD's repo-server for a 1,000- and a
 //     5,000-file repository with the plugin's /tmp on a disk-backed emptyDir
 //     and on medium Memory;
@@ -111,10 +114,18 @@ func TestNodeBench(t *testing.T) {
 	t.Run("pod start", func(t *testing.T) {
 		b.t = t
 		one := benchPlugins[:1]
+		injectedOne, err := c.CreatePod(chainNS, benchPod(tmpl, "bench-dry-run-1", true, one), true)
+		if err != nil {
+			t.Fatal(err)
+		}
 		configs := []startConfig{
 			{"no plugins", func(n string) *corev1.Pod { return benchPod(tmpl, n, false, nil) }},
 			{"injected, 1 plugin", func(n string) *corev1.Pod { return benchPod(tmpl, n, true, one) }},
 			{"injected, 4 plugins", func(n string) *corev1.Pod { return benchPod(tmpl, n, true, benchPlugins) }},
+			// Whose is each native sidecar's second (node_bench_gate_test.go).
+			{"injected, 1 plugin, no gate", func(n string) *corev1.Pod { return gateFreePod(injectedOne, n) }},
+			{"injected, 4 plugins, no gate", func(n string) *corev1.Pod { return gateFreePod(injected, n) }},
+			{"4 plugins regular, gated", func(n string) *corev1.Pod { return regularLayoutPod(injected, n) }},
 			{"Argo CD's sidecars, 1 plugin", func(n string) *corev1.Pod {
 				return argoSidecars(benchPod(tmpl, n, false, nil), injected, one)
 			}},
@@ -122,7 +133,21 @@ func TestNodeBench(t *testing.T) {
 				return argoSidecars(benchPod(tmpl, n, false, nil), injected, benchPlugins)
 			}},
 		}
+		before, err := node.PLEGRelists()
+		if err != nil {
+			t.Fatal(err)
+		}
 		b.podStart(configs, pods)
+		after, err := node.PLEGRelists()
+		if err != nil {
+			t.Fatal(err)
+		}
+		printRelists(after.Minus(before))
+	})
+
+	t.Run("pod start, regular layout with a plugin that never listens", func(t *testing.T) {
+		b.t = t
+		b.regularLayoutFailure(injected)
 	})
 
 	t.Run("GenerateManifest, plugin /tmp on disk and in memory", func(t *testing.T) {

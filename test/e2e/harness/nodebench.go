@@ -1,8 +1,13 @@
 package harness
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -184,3 +189,62 @@ func readCgroupMemory(d string) (CgroupMemory, error) {
 // FatalWaiting reports whether a container waiting for reason will never
 // start by itself (WaitPodReady's list), for waits of their own.
 func FatalWaiting(reason string) bool { return fatalWaiting[reason] }
+
+// kubeletAddr is where the node's kubelet serves its API (address 127.0.0.1,
+// the default port), on the node namespace's loopback.
+const kubeletAddr = "127.0.0.1:10250"
+
+// PLEGRelists is the kubelet's own account of its pod lifecycle event
+// generator's relists since it started: how many it ran, the summed time
+// between the starts of consecutive relists, and the summed time the relists
+// took. The difference of two readings is what happened in between.
+type PLEGRelists struct {
+	Count              float64
+	Interval, Duration time.Duration
+}
+
+// Minus is p's relists since an earlier reading.
+func (p PLEGRelists) Minus(before PLEGRelists) PLEGRelists {
+	return PLEGRelists{p.Count - before.Count, p.Interval - before.Interval, p.Duration - before.Duration}
+}
+
+// PLEGRelists reads the kubelet's pleg_relist_interval_seconds and
+// pleg_relist_duration_seconds histograms from its /metrics: the kubelet
+// decides what to start next only on a fresh relist, so their period is the
+// step of every container the kubelet starts in a later sync.
+func (n *Node) PLEGRelists() (PLEGRelists, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return n.ns.Dial(addr, 5*time.Second) },
+		// The kubelet's serving certificate is the self-signed one it made
+		// at start; the connection never leaves the node's loopback.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("https://" + kubeletAddr + "/metrics")
+	if err != nil {
+		return PLEGRelists{}, fmt.Errorf("the kubelet's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return PLEGRelists{}, fmt.Errorf("the kubelet's metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return PLEGRelists{}, fmt.Errorf("the kubelet's metrics: %s: %.200s", resp.Status, body)
+	}
+	values := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && strings.HasPrefix(f[0], "kubelet_pleg_relist_") {
+			values[f[0]], _ = strconv.ParseFloat(f[1], 64)
+		}
+	}
+	const interval, duration = "kubelet_pleg_relist_interval_seconds", "kubelet_pleg_relist_duration_seconds"
+	for _, k := range []string{interval + "_count", interval + "_sum", duration + "_sum"} {
+		if _, ok := values[k]; !ok {
+			return PLEGRelists{}, fmt.Errorf("the kubelet's metrics have no %s", k)
+		}
+	}
+	secs := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+	return PLEGRelists{Count: values[interval+"_count"], Interval: secs(values[interval+"_sum"]),
+		Duration: secs(values[duration+"_sum"])}, nil
+}
