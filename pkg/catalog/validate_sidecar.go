@@ -41,6 +41,9 @@ func validateEnv(p *problems, field string, pl *Plugin) {
 		if pl.Home != nil && slices.Contains(homeEnv, e.Name) {
 			p.addf(f+".name", "%s is set by home (to a directory under %s); remove one of them", e.Name, keys.PluginHomeDir)
 		}
+		if e.Name == keys.EnvSecretEnv {
+			p.addf(f+".name", "%s is set by the injector (which of the sidecar's variables come from Secrets, from envFrom and secretKeyRef); remove it", e.Name)
+		}
 		if e.ValueFrom == nil {
 			continue
 		}
