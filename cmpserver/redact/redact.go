@@ -131,6 +131,17 @@ func lookup(env []string, name string) (string, bool) {
 	return value, found
 }
 
+// notUnderPatterns are variables a pattern ("*", "AVP_*") never takes: the
+// image and the runtime set them, they hold paths and settings that messages
+// quote ("open /home/argocd/..." would read "[redacted HOME]/..."), and a
+// Secret that replaced them would break the sidecar before anything leaked.
+// A variable named outright (a secretKeyRef) is redacted all the same.
+var notUnderPatterns = map[string]bool{
+	"PATH": true, "HOME": true, "HOSTNAME": true, "PWD": true, "TMPDIR": true,
+	keys.EnvPluginSockFilePath: true, keys.EnvCMPWorkDir: true, keys.EnvGRPCMaxSizeMB: true,
+	keys.EnvGRPCKeepAliveMin: true, keys.EnvCMPServerLogLevel: true, keys.EnvCMPServerLogFormat: true,
+}
+
 // rule is a parsed keys.EnvSecretEnv value.
 type rule struct {
 	names    map[string]bool
@@ -165,7 +176,7 @@ func (r rule) matches(name string) bool {
 	if r.names[name] {
 		return true
 	}
-	if r.excluded[name] {
+	if r.excluded[name] || notUnderPatterns[name] {
 		return false
 	}
 	for _, p := range r.prefixes {

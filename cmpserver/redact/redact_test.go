@@ -46,10 +46,15 @@ func TestFromEnv(t *testing.T) {
 		}
 	}
 	// "*" (an envFrom Secret without prefix) takes every variable but the
-	// rule itself and the excluded ones.
-	r = FromEnv([]string{"A=aaaaaaaa", "HOME=/home/cmp-plugin", keys.EnvSecretEnv + "=*,!HOME"})
+	// rule itself, the excluded ones and those of the image and runtime;
+	// a name given outright is taken whatever it is.
+	r = FromEnv([]string{"A=aaaaaaaa", "KEY_FILE=/keys/key.txt", "HOME=/home/argocd", "PATH=/usr/bin:/bin",
+		keys.EnvPluginSockFilePath + "=/home/argocd/cmp-server/plugins", keys.EnvSecretEnv + "=*,!KEY_FILE"})
 	if got := fmt.Sprint(r.Names()); got != "[A]" {
 		t.Errorf("* takes %s, want [A]", got)
+	}
+	if got := fmt.Sprint(FromEnv([]string{"HOME=/home/argocd", keys.EnvSecretEnv + "=HOME"}).Names()); got != "[HOME]" {
+		t.Errorf("a named HOME: %s, want [HOME]", got)
 	}
 }
 
