@@ -3,6 +3,7 @@ package cmpserver
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
@@ -27,4 +28,14 @@ func redactStream(r *redact.Redactor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return r.Error(handler(srv, ss))
 	}
+}
+
+// registerRedactions adds cmp_server_redactions_total: the values replaced
+// in commands' stderr and in the errors sent, so that a plugin whose tools
+// print their credentials is seen on a dashboard, not only in a log.
+func registerRedactions(reg *prometheus.Registry, r *redact.Redactor) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cmp_server_redactions_total",
+		Help: "Secret values replaced with [redacted NAME] in commands' stderr and in errors sent to the repo-server.",
+	}, func() float64 { return float64(r.Count()) }))
 }

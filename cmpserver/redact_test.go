@@ -81,6 +81,9 @@ func TestSecretValuesAreRedacted(t *testing.T) {
 					t.Fatalf("the error carries %q of the value: %s", plantedToken[:i], st.Message())
 				}
 			}
+			if n := metricValue(t, ts.srv.metrics, "cmp_server_redactions_total"); n < 1 {
+				t.Errorf("cmp_server_redactions_total = %v, want at least 1", n)
+			}
 			// The server's own log: stderr is redacted as it is read. A
 			// message quoting stdout is redacted on its way to the client and,
 			// in cmp-server's log, by the log writer (cli; cmpserver/cli's

@@ -217,6 +217,7 @@ func New(opts Options) (*Server, error) {
 		opts.Exec.Redact = redact.FromEnv(opts.Env)
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees()}
+	registerRedactions(s.metrics.Registry, opts.Exec.Redact)
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/status"
 
@@ -30,6 +31,9 @@ const MinLen = 6
 // Redactor replaces the known values. The zero value and nil redact nothing.
 type Redactor struct {
 	forms []form // longest first
+	// count is how many values were replaced (a metric: a plugin whose
+	// tools print their secrets shows up without anyone reading its logs).
+	count atomic.Int64
 	// maxLen is the longest form, what a stream holds back.
 	maxLen int
 	names  []string // the variables redacted, sorted
@@ -203,6 +207,14 @@ func (r *Redactor) Short() []string {
 	return r.short
 }
 
+// Count is how many values were replaced so far.
+func (r *Redactor) Count() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.count.Load()
+}
+
 // Empty says whether there is nothing to redact.
 func (r *Redactor) Empty() bool { return r == nil || len(r.forms) == 0 }
 
@@ -248,6 +260,7 @@ func (r *Redactor) scan(out, buf []byte, limit int) ([]byte, int) {
 		}
 		out = append(out, buf[pos:at]...)
 		out = append(out, r.forms[f].tag...)
+		r.count.Add(1)
 		pos = at + len(r.forms[f].text)
 	}
 	return out, pos
