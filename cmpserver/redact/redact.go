@@ -10,6 +10,7 @@
 package redact
 
 import (
+	"bytes"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -42,7 +43,7 @@ type Redactor struct {
 
 // form is one spelling of a value as it may be printed.
 type form struct {
-	text string
+	text []byte
 	tag  string
 }
 
@@ -62,7 +63,7 @@ func newRedactor(secrets map[string]string) *Redactor {
 		for _, f := range spellings(value) {
 			if len(f) >= MinLen && !seen[f] {
 				seen[f] = true
-				r.forms = append(r.forms, form{text: f, tag: tag})
+				r.forms = append(r.forms, form{text: []byte(f), tag: tag})
 				r.maxLen = max(r.maxLen, len(f))
 			}
 		}
@@ -74,7 +75,7 @@ func newRedactor(secrets map[string]string) *Redactor {
 		if len(a.text) != len(b.text) {
 			return len(a.text) > len(b.text)
 		}
-		return a.text < b.text
+		return bytes.Compare(a.text, b.text) < 0
 	})
 	sort.Strings(r.names)
 	sort.Strings(r.short)
@@ -241,18 +242,33 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // limit ends after it. A value found must lie wholly in buf; one starting at
 // or after limit is left for later (see Stream).
 func (r *Redactor) scan(out, buf []byte, limit int) ([]byte, int) {
+	// next[i] is where form i next occurs at or after pos (-1: nowhere
+	// further; below pos: not looked up yet), so each form is searched
+	// once per occurrence rather than once per replacement: a trace that
+	// prints a token on every line stays linear.
+	next := make([]int, len(r.forms))
+	for i := range next {
+		next[i] = -2
+	}
 	pos := 0
 	for pos < limit {
 		at, f := -1, -1
 		for i := range r.forms {
-			j := indexString(buf[pos:], r.forms[i].text)
-			if j < 0 {
+			if next[i] == -1 {
 				continue
+			}
+			if next[i] < pos {
+				j := bytes.Index(buf[pos:], r.forms[i].text)
+				if j < 0 {
+					next[i] = -1
+					continue
+				}
+				next[i] = pos + j
 			}
 			// Earliest start; at the same start the longest (forms are
 			// sorted longest first, so the first found stays).
-			if at < 0 || pos+j < at {
-				at, f = pos+j, i
+			if at < 0 || next[i] < at {
+				at, f = next[i], i
 			}
 		}
 		if at < 0 || at >= limit {
@@ -264,12 +280,6 @@ func (r *Redactor) scan(out, buf []byte, limit int) ([]byte, int) {
 		pos = at + len(r.forms[f].text)
 	}
 	return out, pos
-}
-
-func indexString(b []byte, s string) int {
-	// strings.Index on the bytes without copying them (the compiler does not
-	// allocate for a conversion used only in the call).
-	return strings.Index(string(b), s)
 }
 
 // Error is err with its text redacted; err itself when nothing in it is a
