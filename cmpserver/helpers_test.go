@@ -80,11 +80,14 @@ func startServer(t testing.TB, pluginYAML string, mutate func(*Options)) *testSe
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if fi, err := os.Stat(ts.socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// Serve creates the socket before it binds the metrics port, so a
+		// test that reads MetricsAddr waits for both.
+		if fi, err := os.Stat(ts.socket); err == nil && fi.Mode()&os.ModeSocket != 0 &&
+			(opts.MetricsAddr == "" || srv.MetricsAddr() != "") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("socket never appeared")
+			t.Fatal("socket or metrics listener never appeared")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
