@@ -268,6 +268,14 @@ func (b *BootedPod) command(c corev1.Container, argv []string, o BootOptions) (m
 		}
 	}
 	env = append(append([]string{}, o.Env...), o.ImageEnv[imageRepository(c.Image)]...)
+	// envFrom first: the container's own env wins over it, as in the kubelet.
+	for _, src := range c.EnvFrom {
+		vars, err := b.envFromSource(src)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("container %s: envFrom: %w", c.Name, err)
+		}
+		env = append(env, vars...)
+	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil {
 			v, set, err := b.envFrom(e)
@@ -523,6 +531,57 @@ func (b *BootedPod) envFrom(e corev1.EnvVar) (val string, set bool, err error) {
 		return "", false, fmt.Errorf("secret %s key %s not found", r.Name, r.Key)
 	}
 	return "", false, fmt.Errorf("this valueFrom cannot be booted locally")
+}
+
+// envFromSource resolves one envFrom entry the way the kubelet does: every
+// key of the ConfigMap or Secret, with the prefix, in key order; a missing
+// object is an error unless optional. (The kubelet skips keys that are not
+// valid variable names with an event; the catalog's keys here all are.)
+func (b *BootedPod) envFromSource(src corev1.EnvFromSource) ([]string, error) {
+	if b.opts.Objects == nil {
+		return nil, fmt.Errorf("no object source to read it from")
+	}
+	var data map[string]string
+	var found bool
+	var optional *bool
+	var what string
+	switch {
+	case src.ConfigMapRef != nil:
+		var err error
+		what, optional = "configMap "+src.ConfigMapRef.Name, src.ConfigMapRef.Optional
+		data, found, err = b.opts.Objects.ConfigMapData(b.pod.Namespace, src.ConfigMapRef.Name)
+		if err != nil {
+			return nil, err
+		}
+	case src.SecretRef != nil:
+		what, optional = "secret "+src.SecretRef.Name, src.SecretRef.Optional
+		raw, ok, err := b.opts.Objects.SecretData(b.pod.Namespace, src.SecretRef.Name)
+		if err != nil {
+			return nil, err
+		}
+		found, data = ok, map[string]string{}
+		for k, v := range raw {
+			data[k] = string(v)
+		}
+	default:
+		return nil, fmt.Errorf("neither configMapRef nor secretRef")
+	}
+	if !found {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s not found in namespace %s", what, b.pod.Namespace)
+	}
+	names := make([]string, 0, len(data))
+	for k := range data {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]string, 0, len(names))
+	for _, k := range names {
+		out = append(out, src.Prefix+k+"="+data[k])
+	}
+	return out, nil
 }
 
 // downwardAPIFiles renders annotation and label items the way the kubelet does.
