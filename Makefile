@@ -88,7 +88,7 @@ browser:
 ## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
 ## Kubernetes version (E2E_APISERVERS lists their bin/ names)
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
-E2E_TOOLS := etcd helm kustomize jsonnet sops age-keygen redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator \
+E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile age-keygen vault redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator \
 	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
 	hack/tools.sh $(E2E_TOOLS)

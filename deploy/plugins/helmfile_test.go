@@ -1,0 +1,129 @@
+package plugins
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+	"github.com/cmp-injector/cmp-injector/test/sopstest"
+)
+
+// TestHelmfile runs the helmfile plugin.yaml with the pinned helmfile and helm
+// of bin/ against a Vault dev server (bin/vault, tests only) holding a value
+// planted at run time. vals, inside helmfile, authenticates with Vault's token
+// auth here, a token that may read secret/app only: there is no apiserver to
+// review a Kubernetes token (TestHelmfileVault in test/e2e does that).
+func TestHelmfile(t *testing.T) {
+	for _, tool := range []string{"helmfile", "vault"} {
+		if _, err := os.Stat(filepath.Join(toolsBin, tool)); err != nil {
+			t.Fatalf("%s not found in %s: run hack/tools.sh %s", tool, toolsBin, tool)
+		}
+	}
+	vault, err := harness.StartVault(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vault.Stop)
+	planted, other := sopstest.Planted(t), sopstest.Planted(t)
+	if err := vault.PutSecret("app", map[string]string{"password": planted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := vault.PutSecret("other", map[string]string{"password": other}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := vault.ReadToken("app-reader", "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The repository is testdata: the tenants' helmfiles use the chart of
+	// ../../helmfile, as Argo CD unpacks the whole repository.
+	inv := invocation{config: "helmfile", app: "helmfile", args: []string{"--repo-root", "testdata", "--app-namespace", "demo"},
+		env: []string{"VAULT_ADDR=" + vault.Addr, "VAULT_TOKEN=" + token}}
+	noLeak := func(t *testing.T, what, s string) {
+		t.Helper()
+		for _, v := range []string{planted, other, token} {
+			if strings.Contains(s, v) {
+				t.Errorf("%s holds a secret value or the token:\n%s", what, s)
+			}
+		}
+	}
+	t.Run("the Secret carries Vault's value", func(t *testing.T) {
+		out, stderr, err := run(t, withAction(inv, "generate"))
+		if err != nil {
+			t.Fatalf("generate: %v\n%s", err, stderr)
+		}
+		objs := generate(t, inv)
+		if got := names(objs); len(got) != 1 || got[0] != "Secret/app-db" {
+			t.Fatalf("objects %q, want Secret/app-db", got)
+		}
+		if got := field(objs["Secret/app-db"], "stringData", "password"); got != planted {
+			t.Errorf("password %v, want Vault's value", got)
+		}
+		// The namespace is ARGOCD_APP_NAMESPACE, read by the .gotmpl helmfile.
+		if got := field(objs["Secret/app-db"], "metadata", "namespace"); got != "demo" {
+			t.Errorf("namespace %v, want demo", got)
+		}
+		noLeak(t, "helmfile's stderr", stderr)
+		if strings.Count(out, planted) != 1 {
+			t.Errorf("the value is %d times in the manifests, want once", strings.Count(out, planted))
+		}
+	})
+	t.Run("a secret the token may not read: Vault's refusal, no value", func(t *testing.T) {
+		inv := inv
+		inv.app = "helmfile-tenants/team-b"
+		if err := vault.PutSecret("team-b", map[string]string{"password": other}); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr := refusedOutput(t, withAction(inv, "generate"), "permission denied")
+		if !strings.Contains(stderr, "secret/data/team-b") {
+			t.Errorf("the error does not name the path:\n%s", stderr)
+		}
+		noLeak(t, "the error", stderr)
+	})
+	t.Run("no Vault token: Vault's refusal", func(t *testing.T) {
+		inv := inv
+		inv.env = []string{"VAULT_ADDR=" + vault.Addr}
+		_, stderr := refusedOutput(t, withAction(inv, "generate"), "missing client token")
+		noLeak(t, "the error", stderr)
+	})
+	t.Run("discovery by helmfile.yaml and helmfile.yaml.gotmpl", func(t *testing.T) {
+		for app, want := range map[string]string{"helmfile": "true", "helmfile-tenants/team-a": "true", "helmfile/chart": "false", "kustomize": "false"} {
+			out, stderr, err := run(t, invocation{action: "match", config: "helmfile", app: app})
+			if err != nil || strings.TrimSpace(out) != want {
+				t.Errorf("match %s = %q %v, want %s; %s", app, out, err, want, stderr)
+			}
+		}
+	})
+}
+
+// TestArgoCDVaultPluginEntry: the documented argocd-vault-plugin entry is a
+// catalog the injector loads (every field validated), and it gives AVP a
+// token of the audience vault at the path its env names, never the default
+// token path.
+func TestArgoCDVaultPluginEntry(t *testing.T) {
+	cat, err := catalog.Load(filepath.Join("argocd-vault-plugin", "catalog-entry.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok := cat.Plugins["argocd-vault-plugin"]
+	if !ok {
+		t.Fatal("no argocd-vault-plugin entry")
+	}
+	env := map[string]string{}
+	for _, v := range e.Env {
+		env[v.Name] = v.Value
+	}
+	if len(e.Volumes) != 1 || e.Volumes[0].Projected == nil || len(e.Volumes[0].Projected.Sources) != 1 {
+		t.Fatalf("volumes %+v, want one projected token", e.Volumes)
+	}
+	tok := e.Volumes[0].Projected.Sources[0].ServiceAccountToken
+	if tok == nil || tok.Audience != "vault" || filepath.Join(e.Volumes[0].MountPath, tok.Path) != env["AVP_K8S_TOKEN_PATH"] {
+		t.Errorf("token %+v at %s, AVP_K8S_TOKEN_PATH %q: want audience vault at that path", tok, e.Volumes[0].MountPath, env["AVP_K8S_TOKEN_PATH"])
+	}
+	if env["AVP_AUTH_TYPE"] != "k8s" || env["AVP_TYPE"] != "vault" || len(e.EnvFrom) != 1 {
+		t.Errorf("env %v envFrom %+v: want AVP's Kubernetes auth with its settings from a ConfigMap", env, e.EnvFrom)
+	}
+}
