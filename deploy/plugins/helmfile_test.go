@@ -41,7 +41,7 @@ func TestHelmfile(t *testing.T) {
 	// The repository is testdata: the tenants' helmfiles use the chart of
 	// ../../helmfile, as Argo CD unpacks the whole repository.
 	inv := invocation{config: "helmfile", app: "helmfile", args: []string{"--repo-root", "testdata", "--app-namespace", "demo"},
-		env: []string{"VAULT_ADDR=" + vault.Addr, "VAULT_TOKEN=" + token}}
+		env: []string{"VAULT_ADDR=" + vault.Addr, "VAULT_TOKEN=" + token, "HELMFILE_DISABLE_INSECURE_FEATURES=true"}}
 	noLeak := func(t *testing.T, what, s string) {
 		t.Helper()
 		for _, v := range []string{planted, other, token} {
@@ -83,9 +83,14 @@ func TestHelmfile(t *testing.T) {
 		}
 		noLeak(t, "the error", stderr)
 	})
+	t.Run("a template reading a file: refused, as the catalog entry sets", func(t *testing.T) {
+		inv := inv
+		inv.app = "helmfile-tenants/read-token"
+		refusedOutput(t, withAction(inv, "generate"), "insecure function calls are disabled")
+	})
 	t.Run("no Vault token: Vault's refusal", func(t *testing.T) {
 		inv := inv
-		inv.env = []string{"VAULT_ADDR=" + vault.Addr}
+		inv.env = []string{"VAULT_ADDR=" + vault.Addr, "HELMFILE_DISABLE_INSECURE_FEATURES=true"}
 		_, stderr := refusedOutput(t, withAction(inv, "generate"), "missing client token")
 		noLeak(t, "the error", stderr)
 	})

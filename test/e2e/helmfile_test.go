@@ -165,6 +165,11 @@ func TestHelmfileVault(t *testing.T) {
 					}
 				}
 			})
+			t.Run("a helmfile template reading the token file is refused", func(t *testing.T) {
+				// HELMFILE_DISABLE_INSECURE_FEATURES of the catalog entry.
+				_, err := s.generate(rs, "read-token", "helmfile-tenants/read-token", &argoPlugin{Name: "helmfile"})
+				hfCheckRefusal(t, err, values, "insecure function calls are disabled")
+			})
 			t.Run("Vault refuses a role of another ServiceAccount", func(t *testing.T) {
 				hfRefused(t, s, rs, values, func() error {
 					return vault.KubernetesRole(hfRole, ns, "someone-else", harness.VaultAudience, "app")
