@@ -71,6 +71,11 @@ var specs = []imageSpec{
 	// kustomize is built as hack/tools.sh builds it: not stripped.
 	{Name: "cmp-kustomize", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"kustomize", "kustomize-helm"},
 		Tools: []toolSpec{{Name: "kustomize", PkgVar: "KUSTOMIZE_PKG", VersionVar: "KUSTOMIZE_VERSION", License: "Apache-2.0"}, helmTool}},
+	// helmfile's go.mod has a replace block: built in its tools module, as
+	// hack/tools.sh's build_helmfile does; vals is a library inside it.
+	{Name: "cmp-helmfile", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"helmfile"},
+		Tools: []toolSpec{{Name: "helmfile", Module: "test/e2e/tools/helmfile", Pkg: "github.com/helmfile/helmfile", VersionVar: "HELMFILE_VERSION",
+			Strip: true, VersionSymbol: "go.szostok.io/version.version", License: "MIT"}, helmTool}},
 }
 
 // buildInfo is what every image of one build shares.
