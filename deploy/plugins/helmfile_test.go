@@ -83,16 +83,51 @@ func TestHelmfile(t *testing.T) {
 		}
 		noLeak(t, "the error", stderr)
 	})
-	t.Run("a template reading a file: refused, as the catalog entry sets", func(t *testing.T) {
-		inv := inv
-		inv.app = "helmfile-tenants/read-token"
-		refusedOutput(t, withAction(inv, "generate"), "insecure function calls are disabled")
-	})
 	t.Run("no Vault token: Vault's refusal", func(t *testing.T) {
 		inv := inv
 		inv.env = []string{"VAULT_ADDR=" + vault.Addr, "HELMFILE_DISABLE_INSECURE_FEATURES=true"}
 		_, stderr := refusedOutput(t, withAction(inv, "generate"), "missing client token")
 		noLeak(t, "the error", stderr)
+	})
+}
+
+// TestHelmfileWithoutVault runs the plugin.yaml with the pinned helmfile and
+// helm where no Vault is needed: a copy of the test app whose reference is
+// vals' echo provider renders through helmfile and the local chart with
+// nothing fetched; a template reading the token file is refused, as the
+// catalog entry's HELMFILE_DISABLE_INSECURE_FEATURES has it; discovery.
+func TestHelmfileWithoutVault(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(toolsBin, "helmfile")); err != nil {
+		t.Fatalf("helmfile not found in %s: run hack/tools.sh helmfile", toolsBin)
+	}
+	env := []string{"HELMFILE_DISABLE_INSECURE_FEATURES=true"}
+	t.Run("a vals reference rendered into the Secret", func(t *testing.T) {
+		root := t.TempDir()
+		app := filepath.Join(root, "helmfile")
+		if err := os.CopyFS(app, os.DirFS(filepath.Join("testdata", "helmfile"))); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(app, "helmfile.yaml.gotmpl")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echo := strings.Replace(string(b), "ref+vault://secret/app#/password", "ref+echo://from-vals", 1)
+		if echo == string(b) {
+			t.Fatal("the test app has no ref+vault://secret/app#/password")
+		}
+		if err := os.WriteFile(file, []byte(echo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs := generate(t, invocation{config: "helmfile", app: app, args: []string{"--repo-root", root, "--app-namespace", "demo"}, env: env})
+		sec := objs["Secret/app-db"]
+		if len(objs) != 1 || field(sec, "stringData", "password") != "from-vals" || field(sec, "metadata", "namespace") != "demo" {
+			t.Errorf("objects %v, want Secret/app-db in demo with the echoed password", objs)
+		}
+	})
+	t.Run("a template reading a file: refused, as the catalog entry sets", func(t *testing.T) {
+		refusedOutput(t, invocation{action: "generate", config: "helmfile", app: "helmfile-tenants/read-token",
+			args: []string{"--repo-root", "testdata"}, env: env}, "insecure function calls are disabled")
 	})
 	t.Run("discovery by helmfile.yaml and helmfile.yaml.gotmpl", func(t *testing.T) {
 		for app, want := range map[string]string{"helmfile": "true", "helmfile-tenants/team-a": "true", "helmfile/chart": "false", "kustomize": "false"} {
