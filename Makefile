@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-matrix e2e-node lint proto proto-check chart bench bench-e2e bench-node fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-vault e2e-matrix e2e-node lint proto proto-check chart bench bench-e2e bench-node fuzz demo clean static-check images
 
 all: build
 
@@ -88,7 +88,7 @@ browser:
 ## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
 ## Kubernetes version (E2E_APISERVERS lists their bin/ names)
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
-E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile age-keygen vault redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator \
+E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile age-keygen redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator \
 	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
 	hack/tools.sh $(E2E_TOOLS)
@@ -96,6 +96,17 @@ e2e:
 	  echo "== end-to-end suite on $$kas"; \
 	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v -skip TestRealNode ./test/e2e/... || exit 1; \
 	done
+
+## e2e-vault: the helmfile plugin against a real Vault dev server (BUSL-1.1, built for
+## the tests only): its ref+vault:// values through vals, Vault's Kubernetes auth with
+## the sidecar's projected token reviewed by the suite's kube-apiserver, two tenants
+## with their own roles. Not part of make test: Vault does not build from the Go module
+## proxy yet (test/e2e/tools/vault/go.mod says why), so this target stops at its
+## first step until it does. The tests run only with E2E_VAULT=1, which it sets.
+e2e-vault:
+	hack/tools.sh $(E2E_TOOLS) vault
+	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^TestHelmfile$$' ./deploy/plugins/
+	E2E_VAULT=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run '^TestHelmfileVault$$' ./test/e2e/
 
 ## e2e-matrix: the end-to-end suite on every Kubernetes minor and the chain on every
 ## Argo CD minor (hack/versions.sh MATRIX_KUBE, MATRIX_ARGOCD), each built from the Go

@@ -398,7 +398,7 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize jsonnet sops helmfile age-keygen vault actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize jsonnet sops helmfile age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi

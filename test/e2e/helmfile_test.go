@@ -100,6 +100,7 @@ func helmfileCatalog(t *testing.T) []byte {
 }
 
 func TestHelmfileVault(t *testing.T) {
+	harness.RequireVault(t, filepath.Join(harness.MustRepoRoot(t), "bin"))
 	start := time.Now()
 	rels, err := harness.ArgoReleases()
 	if err != nil {
