@@ -205,7 +205,7 @@ func TestNativeSidecarsFollowKubeVersion(t *testing.T) {
 // ready.
 func TestUnknownPluginFailsRender(t *testing.T) {
 	_, err := helmTemplate(t, "--set", "catalog.namespaces.argocd[0]=helmm")
-	want := `catalog: namespaces.argocd[0]: unknown plugin "helmm" (known: helm, jsonnet, kustomize, kustomize-helm, sops, trivial-cmp)`
+	want := `catalog: namespaces.argocd[0]: unknown plugin "helmm" (known: helm, helmfile, jsonnet, kustomize, kustomize-helm, sops, trivial-cmp)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("render: %v, want %q", err, want)
 	}
