@@ -72,9 +72,10 @@ unit:
 	PATH="$(BIN):$$PATH" go test -short -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
 
 ## unit-long: the tests -short skips (cmp-server's 90 s keepalive pair, the
-## image builds)
+## image builds: six images for two architectures, each built twice to prove it
+## reproducible, 10-11 min warm and about 30 cold, hence the timeout)
 unit-long:
-	PATH="$(BIN):$$PATH" go test -count=1 -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
+	PATH="$(BIN):$$PATH" go test -count=1 -timeout 60m -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
 
 ## browser: the playground page (cmpserver/playground) in a real headless chromium,
 ## Debian's, driven by chromedp; screenshots are kept in bin/test-artifacts
