@@ -121,7 +121,7 @@ func run() error {
 // suiteTools is what the end-to-end suite needs whatever the Kubernetes
 // release: the Makefile's E2E_TOOLS without the API servers and controller
 // managers (a test keeps the two lists equal).
-var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "age-keygen", "redis-server",
+var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "age-keygen", "redis-server",
 	"argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator"}
 
 type step struct {
