@@ -188,7 +188,7 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 	err = Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 		for _, p := range booted.Processes() {
 			if done, werr := p.Exited(); done {
-				return false, fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000))
+				return false, Final(fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000)))
 			}
 		}
 		resp, err := http.Get(health)
@@ -328,7 +328,7 @@ func (n *Node) StartRedis(dir, password string) (*Redis, error) {
 func (r *Redis) waitReady(addr, password string) error {
 	err := Eventually(20*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := r.proc.Exited(); done {
-			return false, fmt.Errorf("redis-server exited: %v\n%s", werr, r.proc.Output())
+			return false, Final(fmt.Errorf("redis-server exited: %v\n%s", werr, r.proc.Output()))
 		}
 		return r.ping(addr, password)
 	})

@@ -180,7 +180,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 	}
 	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := n.containerd.Exited(); done {
-			return false, fmt.Errorf("containerd exited: %v\n%s", werr, tail(n.containerd.Output(), 4000))
+			return false, Final(fmt.Errorf("containerd exited: %v\n%s", werr, tail(n.containerd.Output(), 4000)))
 		}
 		err := exec.Command("ctr", "-a", n.Socket, "version").Run()
 		return err == nil, fmt.Errorf("containerd not answering on %s: %v", n.Socket, err)
@@ -246,7 +246,7 @@ syncFrequency: 5s
 	c := n.cp.Client()
 	return Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		if done, werr := n.kubelet.Exited(); done {
-			return false, fmt.Errorf("kubelet exited: %v\n%s", werr, tail(n.kubelet.Output(), 6000))
+			return false, Final(fmt.Errorf("kubelet exited: %v\n%s", werr, tail(n.kubelet.Output(), 6000)))
 		}
 		var node corev1.Node
 		if err := c.Get("/api/v1/nodes/"+n.Name, &node); err != nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,7 +87,7 @@ func (p *Process) Wait(timeout time.Duration) error {
 func (p *Process) waitHTTPOK(name, url string, timeout, every time.Duration) error {
 	return Eventually(timeout, every, func() (bool, error) {
 		if done, werr := p.Exited(); done {
-			return false, fmt.Errorf("%s exited: %v\n%s", name, werr, tail(p.Output(), 4000))
+			return false, Final(fmt.Errorf("%s exited: %v\n%s", name, werr, tail(p.Output(), 4000)))
 		}
 		resp, err := http.Get(url)
 		if err != nil {
@@ -116,16 +115,6 @@ func (p *Process) Stop(grace time.Duration) error {
 		<-p.done
 	}
 	return p.err
-}
-
-// FreePort asks the kernel for an unused loopback TCP port.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod of the main
@@ -191,6 +180,10 @@ func Eventually(timeout, interval time.Duration, cond func() (bool, error)) erro
 		if ok {
 			return nil
 		}
+		var final finalError
+		if errors.As(err, &final) {
+			return final.err
+		}
 		last = err
 		if time.Now().After(deadline) {
 			if last == nil {
@@ -201,6 +194,16 @@ func Eventually(timeout, interval time.Duration, cond func() (bool, error)) erro
 		time.Sleep(interval)
 	}
 }
+
+// Final marks a condition's error as one no retry can cure (a process that
+// exited, say): Eventually returns it at once instead of waiting out its
+// timeout, so a test fails with the cause in seconds, not minutes later.
+func Final(err error) error { return finalError{err} }
+
+type finalError struct{ err error }
+
+func (f finalError) Error() string { return f.err.Error() }
+func (f finalError) Unwrap() error { return f.err }
 
 // MustRepoRoot is RepoRoot for tests: it fails t when the root is not found.
 func MustRepoRoot(t testing.TB) string {

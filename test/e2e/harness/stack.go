@@ -139,7 +139,7 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	err = Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		for _, p := range b.Processes() {
 			if done, werr := p.Exited(); done {
-				return false, fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000))
+				return false, Final(fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000)))
 			}
 		}
 		entries, err := os.ReadDir(sockets)
