@@ -238,6 +238,8 @@ func (d *doctor) restartHint(ctx context.Context, pod *corev1.Pod) string {
 		return "kubectl -n " + pod.Namespace + " rollout restart " + strings.ToLower(owner.Ref.Kind) + "/" + owner.Ref.Name
 	case err != nil:
 		return "kubectl -n " + pod.Namespace + " delete pod " + pod.Name + " (its owner cannot be read: " + err.Error() + ")"
+	case owner.Superseded:
+		return "wait: a rollout is replacing it (" + owner.Reason + "); if it stays, kubectl -n " + pod.Namespace + " delete pod " + pod.Name
 	case owner.Reason != "":
 		return "kubectl -n " + pod.Namespace + " delete pod " + pod.Name + " (its owner is not proven: " + owner.Reason + ")"
 	}

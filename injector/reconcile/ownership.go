@@ -27,45 +27,49 @@ import (
 // ownerOf proves that dep owns pod through rs: the pod's controller is rs (by
 // name and UID), rs's controller is dep (by name and UID), rs's selector
 // matches the pod's labels (a ReplicaSet counts only pods it selects; one that
-// merely names it is not its pod), rs is dep's current ReplicaSet (restarting
-// dep for a pod of an older one is at best redundant: dep is already rolling),
-// and dep's pod template opts in to injection (a Deployment that never asked
-// for plugins is never restarted for them). reason says which link failed;
+// merely names it is not its pod), dep's pod template opts in to injection (a
+// Deployment that never asked for plugins is never restarted for them), and
+// rs is dep's current ReplicaSet (restarting dep for a pod of an older one is
+// at best redundant: dep is already rolling). reason says which link failed;
 // it names only what the pod itself claims, never a Deployment, so an Event
-// on the pod cannot be used to point at someone else's workload.
-func ownerOf(pod *corev1.Pod, rs *appsv1.ReplicaSet, dep *appsv1.Deployment) (ok bool, reason string) {
+// on the pod cannot be used to point at someone else's workload. superseded
+// says only the last link failed: the chain holds and the Deployment opts in,
+// but a rollout has already replaced rs. Every pod of a Deployment looks like
+// that just after a restart (the reconciler's own or anyone's) until the
+// rollout removes it, so such a pod is no suspect (Owner.Superseded).
+func ownerOf(pod *corev1.Pod, rs *appsv1.ReplicaSet, dep *appsv1.Deployment) (ok bool, reason string, superseded bool) {
 	if pod == nil {
-		return false, "no pod"
+		return false, "no pod", false
 	}
 	ref := metav1.GetControllerOf(pod)
 	switch {
 	case ref == nil || ref.Kind != "ReplicaSet" || groupOf(ref.APIVersion) != appsv1.GroupName:
-		return false, "the pod's controller is not a ReplicaSet"
+		return false, "the pod's controller is not a ReplicaSet", false
 	case rs == nil:
-		return false, fmt.Sprintf("its controller, ReplicaSet %s, does not exist", ref.Name)
+		return false, fmt.Sprintf("its controller, ReplicaSet %s, does not exist", ref.Name), false
 	case rs.Namespace != pod.Namespace || rs.Name != ref.Name || rs.UID != ref.UID:
-		return false, fmt.Sprintf("its controller reference names ReplicaSet %s with UID %s, which is not the ReplicaSet of that name", ref.Name, ref.UID)
+		return false, fmt.Sprintf("its controller reference names ReplicaSet %s with UID %s, which is not the ReplicaSet of that name", ref.Name, ref.UID), false
 	case rs.DeletionTimestamp != nil:
-		return false, fmt.Sprintf("ReplicaSet %s is being deleted", rs.Name)
+		return false, fmt.Sprintf("ReplicaSet %s is being deleted", rs.Name), false
 	}
 	sel, err := metav1.LabelSelectorAsSelector(rs.Spec.Selector)
 	if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
-		return false, fmt.Sprintf("ReplicaSet %s's selector does not match the pod's labels", rs.Name)
+		return false, fmt.Sprintf("ReplicaSet %s's selector does not match the pod's labels", rs.Name), false
 	}
 	depRef := metav1.GetControllerOf(rs)
 	switch {
 	case depRef == nil || depRef.Kind != "Deployment" || groupOf(depRef.APIVersion) != appsv1.GroupName:
-		return false, fmt.Sprintf("ReplicaSet %s is not controlled by a Deployment", rs.Name)
+		return false, fmt.Sprintf("ReplicaSet %s is not controlled by a Deployment", rs.Name), false
 	case dep == nil || dep.Namespace != rs.Namespace || dep.Name != depRef.Name || dep.UID != depRef.UID:
-		return false, fmt.Sprintf("ReplicaSet %s's Deployment does not exist (not with the UID the ReplicaSet names)", rs.Name)
+		return false, fmt.Sprintf("ReplicaSet %s's Deployment does not exist (not with the UID the ReplicaSet names)", rs.Name), false
 	case dep.DeletionTimestamp != nil:
-		return false, fmt.Sprintf("ReplicaSet %s's Deployment is being deleted", rs.Name)
-	case !currentReplicaSet(rs, dep):
-		return false, fmt.Sprintf("ReplicaSet %s is not its Deployment's current ReplicaSet (a rollout replaces its pods already)", rs.Name)
+		return false, fmt.Sprintf("ReplicaSet %s's Deployment is being deleted", rs.Name), false
 	case dep.Spec.Template.Labels[keys.InjectLabel] != keys.EnabledValue:
-		return false, fmt.Sprintf("ReplicaSet %s's Deployment does not opt its pods in (no %s=%s in its pod template)", rs.Name, keys.InjectLabel, keys.EnabledValue)
+		return false, fmt.Sprintf("ReplicaSet %s's Deployment does not opt its pods in (no %s=%s in its pod template)", rs.Name, keys.InjectLabel, keys.EnabledValue), false
+	case !currentReplicaSet(rs, dep):
+		return false, fmt.Sprintf("ReplicaSet %s is not its Deployment's current ReplicaSet (a rollout replaces its pods already)", rs.Name), true
 	}
-	return true, ""
+	return true, "", false
 }
 
 // currentReplicaSet: the Deployment controller gives its newest ReplicaSet
@@ -131,6 +135,9 @@ type Owner struct {
 	// Reason says why no owner is proven; "" when one is or the pod claims
 	// none (a bare pod).
 	Reason string
+	// Superseded: every link is proven and the Deployment opts in, but the
+	// pod's ReplicaSet is an old one: a rollout is already replacing the pod.
+	Superseded bool
 }
 
 // ProveOwner reads what a pod's controller reference points at (a
@@ -163,8 +170,8 @@ func ProveOwner(ctx context.Context, client kubernetes.Interface, pod *corev1.Po
 				return Owner{}, fmt.Errorf("reading ReplicaSet %s's Deployment: %w", ref.Name, err)
 			}
 		}
-		if ok, reason := ownerOf(pod, rs, dep); !ok {
-			return Owner{Reason: reason}, nil
+		if ok, reason, superseded := ownerOf(pod, rs, dep); !ok {
+			return Owner{Reason: reason, Superseded: superseded}, nil
 		}
 		return Owner{Deployment: dep, Ref: &corev1.ObjectReference{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment",
 			Namespace: dep.Namespace, Name: dep.Name, UID: dep.UID, ResourceVersion: dep.ResourceVersion}}, nil

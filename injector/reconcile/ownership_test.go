@@ -72,6 +72,8 @@ func TestOwnerOf(t *testing.T) {
 		mutate func(w *workload)
 		ok     bool
 		reason string
+		// superseded: only the ReplicaSet's currentness fails.
+		superseded bool
 	}{
 		{name: "proven", ok: true},
 		{name: "current by template while the revision annotations lag", ok: true, mutate: func(w *workload) {
@@ -100,9 +102,14 @@ func TestOwnerOf(t *testing.T) {
 		{name: "Deployment missing", reason: "Deployment does not exist", mutate: func(w *workload) { w.dep = nil }},
 		{name: "another Deployment of the same name", reason: "Deployment does not exist", mutate: func(w *workload) { w.dep.UID = "recreated" }},
 		{name: "Deployment being deleted", reason: "being deleted", mutate: func(w *workload) { w.dep.DeletionTimestamp = &metav1.Time{} }},
-		{name: "an older ReplicaSet", reason: "not its Deployment's current ReplicaSet", mutate: func(w *workload) {
+		{name: "an older ReplicaSet", reason: "not its Deployment's current ReplicaSet", superseded: true, mutate: func(w *workload) {
 			w.rs.Annotations[keys.DeploymentRevisionAnnotation] = "1"
 			w.dep.Spec.Template.Spec.Containers[0].Image = "newer:2"
+		}},
+		{name: "an older ReplicaSet of a Deployment that does not opt in", reason: "does not opt its pods in", mutate: func(w *workload) {
+			w.rs.Annotations[keys.DeploymentRevisionAnnotation] = "1"
+			w.dep.Spec.Template.Spec.Containers[0].Image = "newer:2"
+			delete(w.dep.Spec.Template.Labels, keys.InjectLabel)
 		}},
 		{name: "the Deployment does not opt in", reason: "does not opt its pods in", mutate: func(w *workload) {
 			delete(w.dep.Spec.Template.Labels, keys.InjectLabel)
@@ -113,9 +120,9 @@ func TestOwnerOf(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&w)
 			}
-			ok, reason := ownerOf(w.pod, w.rs, w.dep)
-			if ok != tc.ok || !strings.Contains(reason, tc.reason) {
-				t.Fatalf("ownerOf = %v, %q; want %v, %q", ok, reason, tc.ok, tc.reason)
+			ok, reason, superseded := ownerOf(w.pod, w.rs, w.dep)
+			if ok != tc.ok || !strings.Contains(reason, tc.reason) || superseded != tc.superseded {
+				t.Fatalf("ownerOf = %v, %q, superseded %v; want %v, %q, superseded %v", ok, reason, superseded, tc.ok, tc.reason, tc.superseded)
 			}
 			if !ok && strings.Contains(reason, "argocd-repo-server\"") {
 				t.Errorf("the reason names the Deployment: %q", reason)

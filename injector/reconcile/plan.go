@@ -242,6 +242,8 @@ func reportSteps(in planInput) []step {
 		out = append(out, logStep(true, "cannot read the stale pod's owner; the Event is on the pod only", zap.String("pod", key), zap.Error(in.OwnerErr)))
 	case in.Owner.Ref != nil:
 		out = append(out, eventStep(in.Owner.Ref, corev1.EventTypeWarning, eventStale, fmt.Sprintf("pod %s is %s", pod.Name, msg)))
+	case in.Owner.Superseded:
+		out = append(out, logStep(false, "the stale pod's ReplicaSet is being replaced by a rollout; the Event is on the pod only", zap.String("pod", key), zap.String("reason", in.Owner.Reason)))
 	case in.Owner.Reason != "":
 		out = append(out, logStep(false, "the stale pod's owner is not proven; the Event is on the pod only", zap.String("pod", key), zap.String("reason", in.Owner.Reason)))
 	}
@@ -266,6 +268,12 @@ func rolloutSteps(in planInput) ([]step, error) {
 		return nil, in.OwnerErr
 	}
 	dep := in.Owner.Deployment
+	if in.Owner.Superseded {
+		// The Deployment is rolling already; its pods of older ReplicaSets
+		// go with the rollout. Reporting them as unproven put a Warning on
+		// every old pod that changed after the reconciler's own restart.
+		return nil, nil
+	}
 	if dep == nil {
 		reason := in.Owner.Reason
 		if reason == "" {

@@ -113,6 +113,10 @@ func TestPlan(t *testing.T) {
 				"event Pod/" + owned.Name + " Warning OwnerUnproven: stale, but not restarted (rollout: auto): ownership could not be proven: ReplicaSet x's"}},
 		"owner unproven, reported before for that reason": {pod: ownedRecorded, cat: r3, rollout: RolloutAuto, stale: 1,
 			edit: func(in *planInput) { in.Owner, in.Unproven = Owner{Reason: "gone"}, "gone" }},
+		"a pod of a ReplicaSet its rollout replaces: no restart, no Warning": {pod: ownedRecorded, cat: r3, rollout: RolloutAuto, stale: 1,
+			edit: func(in *planInput) {
+				in.Owner = Owner{Reason: "ReplicaSet x is not its Deployment's current ReplicaSet", Superseded: true}
+			}},
 		"a proven StatefulSet is not restarted": {pod: ownedRecorded, cat: r3, rollout: RolloutAuto, stale: 1,
 			edit: func(in *planInput) { in.Owner = Owner{Ref: &corev1.ObjectReference{Kind: "StatefulSet", Name: "repo"}} },
 			want: []string{"remember unproven: its owner is not a Deployment", "log warn", "event Pod/"}},

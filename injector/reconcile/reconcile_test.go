@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -368,5 +369,59 @@ func TestRolloutSurvivesAnOperator(t *testing.T) {
 	}
 	if n := count.of("deployments", repo.dep.Name); n != 1 {
 		t.Errorf("the Deployment was patched %d times for one revision, want 1", n)
+	}
+}
+
+// TestOldPodsOfARolloutAreNoSuspects: once the reconciler has restarted a
+// Deployment, its pods belong to a ReplicaSet the rollout replaces. One of
+// them reconciled again (any change to it, its status as it terminates) is
+// not a pod with an unproven owner: no Warning, no count, no second restart.
+func TestOldPodsOfARolloutAreNoSuspects(t *testing.T) {
+	repo := newWorkload("argocd", "argocd-repo-server", true)
+	pod := injectedPod(t, repo.pod, catR1(t))
+	client := fake.NewClientset(namespace("argocd", true), repo.dep, repo.rs, pod)
+	count := countPatches(client)
+	r := newTestReconciler(t, client, "release-a", catR3(t), RolloutAuto)
+	rec := record.NewFakeRecorder(20)
+	r.recorder = rec
+	ctx := context.Background()
+	if err := r.sync(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := client.AppsV1().Deployments("argocd").Get(ctx, repo.dep.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Template.Annotations[keys.RestartedAtAnnotation] == "" {
+		t.Fatalf("not restarted: %v", dep.Spec.Template.Annotations)
+	}
+	// What the Deployment controller does next: a ReplicaSet for the new
+	// template becomes the current one, with the next revision.
+	next := repo.rs.DeepCopy()
+	next.Name, next.UID, next.ResourceVersion = repo.dep.Name+"-def", "rs-def-uid", ""
+	next.Annotations = map[string]string{keys.DeploymentRevisionAnnotation: "3"}
+	next.Spec.Template = *dep.Spec.Template.DeepCopy()
+	next.Spec.Template.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "def"
+	if _, err := client.AppsV1().ReplicaSets("argocd").Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dep.Annotations[keys.DeploymentRevisionAnnotation] = "3"
+	if _, err := client.AppsV1().Deployments("argocd").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sync(ctx, getPod(t, client, "argocd", pod.Name)); err != nil {
+		t.Fatal(err)
+	}
+	close(rec.Events)
+	for e := range rec.Events {
+		if strings.Contains(e, eventOwnerUnproven) {
+			t.Errorf("an old pod of the rollout is reported: %s", e)
+		}
+	}
+	if got := r.metric(t, "cmp_injector_reconcile_owner_unproven_total"); got != 0 {
+		t.Errorf("owner_unproven_total %v, want 0", got)
+	}
+	if n := count.of("deployments", repo.dep.Name); n != 1 {
+		t.Errorf("the Deployment was patched %d times, want 1", n)
 	}
 }
