@@ -122,7 +122,7 @@ func TestRealNode(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = redis.Stop() })
 	gitDir := filepath.Join(env.root, "node-git")
-	repoURL, commit, err := harness.GitRepo(gitDir, filepath.Join("testdata", "repo"), filepath.Join("testdata", "chain", "repo"))
+	repoURL, commit, err := harness.GitRepo(gitDir, filepath.Join("testdata", "repo"), filepath.Join("testdata", "chain", "repo"), libraryRepo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +239,12 @@ func TestRealNode(t *testing.T) {
 			t.Errorf("the classic pod rendered %v at %s", resp.Manifests, resp.Revision)
 		}
 		checkDrained(t, node, old)
+	})
+
+	// 6. A plugin with a secret: helmfile reading Vault with the token the
+	// kubelet projects (make e2e-vault's flow, on the node).
+	t.Run("helmfile reads Vault with the token the kubelet projected", func(t *testing.T) {
+		checkVaultOnNode(t, node, chart, rel, repoURL, commit)
 	})
 }
 

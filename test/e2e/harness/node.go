@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,7 +29,9 @@ type Node struct {
 	cp     *ControlPlane
 	rec    *nodeRecord
 	fwd    io.Closer
-	logTo  io.Writer
+	// exposed are the relays of Expose.
+	exposed []io.Closer
+	logTo   io.Writer
 
 	containerd, kubelet *Process
 }
@@ -268,6 +271,22 @@ func (n *Node) Command(argv ...string) *exec.Cmd {
 	return exec.Command(full[0], full[1:]...)
 }
 
+// Expose makes target, a server on the host's loopback (Vault), reachable
+// from the pods: a relay listens on every address of the node's namespace and
+// the pods dial PodGateway at the returned address. The relay ends with Stop.
+func (n *Node) Expose(target string) (string, error) {
+	addr, c, err := n.ns.forwardFrom("0.0.0.0:0", target)
+	if err != nil {
+		return "", err
+	}
+	n.exposed = append(n.exposed, c)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(PodGateway, port), nil
+}
+
 // StartIn starts a long-running host binary inside the node's network
 // namespace (a service the pods reach at PodGateway).
 func (n *Node) StartIn(name string, argv []string, dir string) (*Process, error) {
@@ -300,6 +319,9 @@ func (n *Node) Stop() {
 	_ = killCgroupProcs(n.rec.CgroupRoot)
 	if n.containerd != nil {
 		_ = n.containerd.Stop(10 * time.Second)
+	}
+	for _, c := range n.exposed {
+		_ = c.Close()
 	}
 	if n.fwd != nil {
 		_ = n.fwd.Close()

@@ -125,9 +125,14 @@ func (ns *nodeNS) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 // host's target (the kube-apiserver): the kubelet reaches the control plane
 // with no route between the namespaces. It returns the node-side address.
 func (ns *nodeNS) forward(target string) (string, io.Closer, error) {
+	return ns.forwardFrom("127.0.0.1:0", target)
+}
+
+// forwardFrom is forward with the node-side address to listen on.
+func (ns *nodeNS) forwardFrom(listen, target string) (string, io.Closer, error) {
 	var l net.Listener
 	if err := ns.inNet(func() (err error) {
-		l, err = net.Listen("tcp", "127.0.0.1:0")
+		l, err = net.Listen("tcp", listen)
 		return err
 	}); err != nil {
 		return "", nil, err

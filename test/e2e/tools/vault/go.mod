@@ -9,12 +9,12 @@
 // that v0.21.0 changed, so no published sdk builds it (tried: v1.21.4 and v1.21.2,
 // each with sdk v0.20.0 and v0.21.0). v1.20.4's tree matches the sdk it requires.
 //
-// NOT BUILDABLE YET: v1.20.4 also requires plugin modules that the checksum
-// database does not know (404: vault-plugin-secrets-openldap v0.16.1,
-// vault-plugin-database-snowflake v0.14.2, perhaps more), and go refuses an
-// unverified module; each needs a verified neighbour as a replace (openldap v0.16.0
-// below, a plugin the tests never enable). Until `hack/tools.sh vault` builds,
-// `make e2e-vault` stops at its first step; `make test` does not need Vault.
+// v1.20.4 also requires two plugin modules that the checksum database does not
+// know (404: vault-plugin-secrets-openldap v0.16.1, vault-plugin-database-snowflake
+// v0.14.2), and go refuses an unverified module: each is replaced by its nearest
+// verified neighbour (openldap v0.16.0, snowflake v0.14.1), plugins the tests never
+// enable. Every other module it requires is known to sum.golang.org (checked one
+// by one against its lookup endpoint).
 // Its two third-party replaces are copied as they are.
 module github.com/cmp-injector/cmp-injector/test/e2e/tools/vault
 
@@ -528,3 +528,4 @@ replace github.com/hashicorp/vault-plugin-secrets-openldap => github.com/hashico
 replace github.com/99designs/keyring => github.com/Jeffail/keyring v1.2.3
 
 replace github.com/ma314smith/signedxml v1.1.1 => github.com/moov-io/signedxml v1.1.1
+replace github.com/hashicorp/vault-plugin-database-snowflake => github.com/hashicorp/vault-plugin-database-snowflake v0.14.1
