@@ -87,23 +87,24 @@ browser:
 
 ## e2e: real etcd + kube-apiserver + kube-controller-manager, helm, the injector,
 ## plugin servers and Argo CD's repo-server (v3 and v2) on loopback, on every pinned
-## Kubernetes version (E2E_APISERVERS lists their bin/ names)
+## Kubernetes version (E2E_APISERVERS lists their bin/ names), and a Vault dev server
+## (BUSL-1.1, built for the tests only, never shipped) as the helmfile plugin's secret
+## store: E2E_VAULT=1 turns its tests on
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
 E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile age-keygen redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator \
 	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
-	hack/tools.sh $(E2E_TOOLS)
+	hack/tools.sh $(E2E_TOOLS) vault
+	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^TestHelmfile$$' ./deploy/plugins/
 	@for kas in $(E2E_APISERVERS); do \
 	  echo "== end-to-end suite on $$kas"; \
-	  E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v -skip TestRealNode ./test/e2e/... || exit 1; \
+	  E2E_VAULT=1 E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v -skip TestRealNode ./test/e2e/... || exit 1; \
 	done
 
-## e2e-vault: the helmfile plugin against a real Vault dev server (BUSL-1.1, built for
-## the tests only): its ref+vault:// values through vals, Vault's Kubernetes auth with
+## e2e-vault: only the Vault tests of make e2e: the helmfile plugin against a real
+## Vault dev server, its ref+vault:// values through vals, Vault's Kubernetes auth with
 ## the sidecar's projected token reviewed by the suite's kube-apiserver, two tenants
-## with their own roles. Not part of make test: Vault does not build from the Go module
-## proxy yet (test/e2e/tools/vault/go.mod says why), so this target stops at its
-## first step until it does. The tests run only with E2E_VAULT=1, which it sets.
+## with their own roles.
 e2e-vault:
 	hack/tools.sh $(E2E_TOOLS) vault
 	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^TestHelmfile$$' ./deploy/plugins/
@@ -125,8 +126,8 @@ e2e-node:
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "e2e-node needs root: it runs containerd, runc and a kubelet in network and mount namespaces it creates,"; \
 	  echo "and cgroups. Run it as root (CI does), or run 'make test-no-node' for everything else."; exit 1; fi
-	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
-	E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run TestRealNode ./test/e2e/
+	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) vault
+	E2E_VAULT=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run TestRealNode ./test/e2e/
 
 ## test: what CI runs
 test: test-no-node e2e-node

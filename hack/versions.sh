@@ -59,4 +59,4 @@ KUSTOMIZE_VERSION=v5.8.2
 # the module's go.mod must require the same versions (TestToolModulesMatchPins).
 # Vault is BUSL-1.1: built for the tests only, never shipped.
 HELMFILE_VERSION=v1.8.0
-VAULT_VERSION=v1.20.4
+VAULT_VERSION=v1.19.5

@@ -32,15 +32,14 @@ type Vault struct {
 // the Kubernetes auth roles demand (deploy/plugins/catalog.yaml's helmfile).
 const VaultAudience = "vault"
 
-// VaultEnv turns on the tests that need a Vault server: make e2e-vault sets it.
-// Vault is not part of make test: it does not build from the Go module proxy yet
-// (test/e2e/tools/vault/go.mod says why), and a suite that needs a tool fails
-// when the tool is missing, so these tests are a target of their own rather than
-// a run that quietly drops them.
+// VaultEnv turns on the tests that need a Vault server: make e2e, e2e-node and
+// e2e-vault build Vault (hack/tools.sh vault) and set it. A plain go test (make
+// unit, or the matrix's runs on other versions) has no Vault and skips them,
+// saying how to run them; where it is set, a missing bin/vault fails them.
 const VaultEnv = "E2E_VAULT"
 
-// RequireVault skips a Vault test outside make e2e-vault, saying how to run it,
-// and fails it there when bin/vault is missing.
+// RequireVault skips a Vault test unless VaultEnv is set, saying how to run
+// it, and fails it when it is set and bin/vault is missing.
 func RequireVault(t testing.TB, bin string) {
 	t.Helper()
 	if os.Getenv(VaultEnv) != "1" {
