@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -20,7 +22,9 @@ import (
 // auth, and Vault checking it with the real apiserver's TokenReview. No token
 // is made by the test: only the kubelet's projection can log in as the
 // repo-server's ServiceAccount for that audience. The rendered Secret carries
-// the value only Vault holds; the value is in no container's log.
+// the value only Vault holds; the value is in no container's log. Two
+// tenants (issue 26), each with its own entry, role, token audience and
+// project, read only their own secret.
 func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInstall, rel harness.ArgoRelease, repoURL, commit string) {
 	harness.RequireVault(t, filepath.Join(env.repo, "bin"))
 	c := env.cp.Client()
@@ -29,10 +33,13 @@ func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInst
 		t.Fatal(err)
 	}
 	t.Cleanup(vault.Stop)
-	planted := hfPlanted(t, "app")
-	if err := vault.PutSecret("app", map[string]string{"password": planted}); err != nil {
-		t.Fatal(err)
+	values := map[string]string{"app": hfPlanted(t, "app"), hfTenantA: hfPlanted(t, hfTenantA), hfTenantB: hfPlanted(t, hfTenantB)}
+	for path, v := range values {
+		if err := vault.PutSecret(path, map[string]string{"password": v}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	planted := values["app"]
 	// Vault runs on the host; the pods reach it through the node's gateway.
 	podAddr, err := node.Expose(strings.TrimPrefix(vault.Addr, "http://"))
 	if err != nil {
@@ -46,16 +53,36 @@ func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInst
 	if err := c.Apply("/api/v1/namespaces/"+chainNS+"/configmaps", "vault-settings", settings); err != nil {
 		t.Fatal(err)
 	}
-	// The chart's example catalog has the helmfile entry; the namespace may
-	// now use it, with native sidecars again after the classic case.
-	if err := chart.Upgrade("--set", "catalog.nativeSidecars=true", "--set", "catalog.revision=node-vault",
-		"--set-json", `catalog.namespaces.argocd=["helm","kustomize","params","broken","helmfile"]`); err != nil {
+	// The chart's example catalog has the helmfile entry; the two tenants'
+	// entries (issue 26: their own role, token audience and project) are
+	// values of the chart, as an admin adds plugins. The namespace may use
+	// all three, with native sidecars again after the classic case.
+	var cat map[string]any
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helmfile"}}), &cat); err != nil {
+		t.Fatal(err)
+	}
+	base := cat["plugins"].(map[string]any)["helmfile"].(map[string]any)
+	plugins := []string{"helm", "kustomize", "params", "broken", "helmfile"}
+	set := []string{"--set", "catalog.nativeSidecars=true", "--set", "catalog.revision=node-vault"}
+	for _, team := range []string{hfTenantA, hfTenantB} {
+		entry, err := json.Marshal(helmfileTenant(t, base, team))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set = append(set, "--set-json", "catalog.plugins.helmfile-"+team+"="+string(entry))
+		plugins = append(plugins, "helmfile-"+team)
+	}
+	names, err := json.Marshal(plugins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chart.Upgrade(append(set, "--set-json", "catalog.namespaces.argocd="+string(names))...); err != nil {
 		t.Fatal(err)
 	}
 	var pod *corev1.Pod
 	err = harness.Eventually(90*time.Second, time.Second, func() (bool, error) {
 		gen := patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{
-			"cmp-injector.io/plugins":"helm, kustomize, params, broken, helmfile","e2e/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano)), false)
+			"cmp-injector.io/plugins":%q,"e2e/restartedAt":%q}}}}}`, strings.Join(plugins, ", "), time.Now().Format(time.RFC3339Nano)), false)
 		r, err := c.WaitRollout(chainNS, repoServer, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
 		if err != nil {
 			return false, err
@@ -77,6 +104,11 @@ func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInst
 	if err := vault.KubernetesRole(hfRole, chainNS, account, harness.VaultAudience, "app"); err != nil {
 		t.Fatal(err)
 	}
+	for _, team := range []string{hfTenantA, hfTenantB} {
+		if err := vault.KubernetesRole(team, chainNS, account, "vault-"+team, team); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rs, err := harness.NodeRepoServer(node, ready, rel)
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +124,24 @@ func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInst
 		t.Errorf("rendered at %s a password %q; want %s and Vault's value", resp.Revision, got, commit)
 	}
 	t.Logf("pod %s (ServiceAccount %s): helmfile rendered Secret/app-db with Vault's value, logged in with the kubelet's projected token", ready.Name, account)
-	for name, log := range node.ContainerLogs(ready) {
-		if strings.Contains(log, planted) {
-			t.Errorf("the value is in container %s's log", name)
-		}
-	}
-	if all, err := os.ReadFile(env.logFile.Name()); err != nil {
+	// Each tenant's sidecar has its own projected token (its own audience):
+	// each project reads only its own secret, through its own plugin.
+	t.Run("two tenants, each reads only its own secret", func(t *testing.T) {
+		hfTenants(t, &libraryStack{ns: chainNS, repoURL: repoURL, commit: commit}, rs, values)
+	})
+	logs := node.ContainerLogs(ready)
+	all, err := os.ReadFile(env.logFile.Name())
+	if err != nil {
 		t.Fatal(err)
-	} else if strings.Contains(string(all), planted) {
-		t.Error("the value is in the processes' log")
+	}
+	for path, v := range values {
+		for name, log := range logs {
+			if strings.Contains(log, v) {
+				t.Errorf("the value of secret/%s is in container %s's log", path, name)
+			}
+		}
+		if strings.Contains(string(all), v) {
+			t.Errorf("the value of secret/%s is in the processes' log", path)
+		}
 	}
 }
