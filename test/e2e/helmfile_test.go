@@ -48,6 +48,24 @@ func hfPlanted(t *testing.T, what string) string {
 	return what + "-" + hex.EncodeToString(b)
 }
 
+// hfVault starts a Vault dev server in dir, stopped when the test ends, with
+// a fresh value at secret/app and at each tenant's secret/<team>, by path.
+func hfVault(t *testing.T, dir string) (*harness.Vault, map[string]string) {
+	t.Helper()
+	vault, err := harness.StartVault(dir, env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vault.Stop)
+	values := map[string]string{"app": hfPlanted(t, "app"), hfTenantA: hfPlanted(t, hfTenantA), hfTenantB: hfPlanted(t, hfTenantB)}
+	for path, v := range values {
+		if err := vault.PutSecret(path, map[string]string{"password": v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vault, values
+}
+
 // helmfileTenant is the example helmfile entry made a tenant's: its own
 // plugin name, Vault role and token audience, and only its project.
 func helmfileTenant(t *testing.T, base map[string]any, team string) map[string]any {
@@ -107,17 +125,7 @@ func TestHelmfileVault(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := env.cp.Client()
-	vault, err := harness.StartVault(filepath.Join(env.root, "vault"), env.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vault.Stop)
-	values := map[string]string{"app": hfPlanted(t, "app"), hfTenantA: hfPlanted(t, hfTenantA), hfTenantB: hfPlanted(t, hfTenantB)}
-	for path, v := range values {
-		if err := vault.PutSecret(path, map[string]string{"password": v}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	vault, values := hfVault(t, filepath.Join(env.root, "vault"))
 
 	startInjector(t, helmfileCatalog(t))
 	ns := newNamespace(t, "helmfile", enabledNS)

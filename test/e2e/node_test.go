@@ -205,19 +205,7 @@ func TestRealNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := pod
-		var classic *corev1.Pod
-		err := harness.Eventually(90*time.Second, time.Second, func() (bool, error) {
-			gen := patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano)), false)
-			r, err := c.WaitRollout(chainNS, repoServer, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
-			if err != nil {
-				return false, err
-			}
-			classic = &r.Pods[0]
-			return status(t, classic).Revision == "classic", fmt.Errorf("the injector still serves revision %q", status(t, classic).Revision)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		classic := rollToRevision(t, "", "classic")
 		inits, mains := containerNames(classic)
 		t.Logf("classic pod %s: init containers %v, containers %v", classic.Name, inits, mains)
 		ready, err := node.WaitPodReady(c, chainNS, classic.Name, 3*time.Minute)
@@ -246,6 +234,32 @@ func TestRealNode(t *testing.T) {
 	t.Run("helmfile reads Vault with the token the kubelet projected", func(t *testing.T) {
 		checkVaultOnNode(t, node, chart, rel, repoURL, commit)
 	})
+}
+
+// rollToRevision restarts the repo-server Deployment (with annotations, a
+// JSON fragment of extra pod template annotations, if any) until its new pod
+// is injected from catalog revision: a chart upgrade reaches the webhook a
+// moment after helm returns, and a pod admitted before that is rolled again.
+func rollToRevision(t *testing.T, annotations, revision string) *corev1.Pod {
+	t.Helper()
+	if annotations != "" {
+		annotations += ","
+	}
+	var pod *corev1.Pod
+	err := harness.Eventually(90*time.Second, time.Second, func() (bool, error) {
+		gen := patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%s"e2e/restartedAt":%q}}}}}`,
+			annotations, time.Now().Format(time.RFC3339Nano)), false)
+		r, err := env.cp.Client().WaitRollout(chainNS, repoServer, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
+		if err != nil {
+			return false, err
+		}
+		pod = &r.Pods[0]
+		return status(t, pod).Revision == revision, fmt.Errorf("the injector still serves revision %q", status(t, pod).Revision)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
 }
 
 // checkNativeStart reads the order the kubelet kept from the pod's status:

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
@@ -28,17 +27,7 @@ import (
 func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInstall, rel harness.ArgoRelease, repoURL, commit string) {
 	harness.RequireVault(t, filepath.Join(env.repo, "bin"))
 	c := env.cp.Client()
-	vault, err := harness.StartVault(filepath.Join(env.root, "node-vault"), env.logFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(vault.Stop)
-	values := map[string]string{"app": hfPlanted(t, "app"), hfTenantA: hfPlanted(t, hfTenantA), hfTenantB: hfPlanted(t, hfTenantB)}
-	for path, v := range values {
-		if err := vault.PutSecret(path, map[string]string{"password": v}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	vault, values := hfVault(t, filepath.Join(env.root, "node-vault"))
 	planted := values["app"]
 	// Vault runs on the host; the pods reach it through the node's gateway.
 	podAddr, err := node.Expose(strings.TrimPrefix(vault.Addr, "http://"))
@@ -79,20 +68,7 @@ func checkVaultOnNode(t *testing.T, node *harness.Node, chart *harness.ChartInst
 	if err := chart.Upgrade(append(set, "--set-json", "catalog.namespaces.argocd="+string(names))...); err != nil {
 		t.Fatal(err)
 	}
-	var pod *corev1.Pod
-	err = harness.Eventually(90*time.Second, time.Second, func() (bool, error) {
-		gen := patchDeployment(t, fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{
-			"cmp-injector.io/plugins":%q,"e2e/restartedAt":%q}}}}}`, strings.Join(plugins, ", "), time.Now().Format(time.RFC3339Nano)), false)
-		r, err := c.WaitRollout(chainNS, repoServer, harness.RepoServerSelector, gen, 1, true, 60*time.Second)
-		if err != nil {
-			return false, err
-		}
-		pod = &r.Pods[0]
-		return status(t, pod).Revision == "node-vault", fmt.Errorf("the injector still serves revision %q", status(t, pod).Revision)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := rollToRevision(t, fmt.Sprintf(`"cmp-injector.io/plugins":%q`, strings.Join(plugins, ", ")), "node-vault")
 	ready, err := node.WaitPodReady(c, chainNS, pod.Name, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
