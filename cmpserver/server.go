@@ -67,6 +67,10 @@ type Options struct {
 	// message to the response. One more fails at once with
 	// ResourceExhausted. (64; 0: no cap.)
 	MaxConcurrentStreams int
+	// ReturnMemoryAfter is how long the server must have had no request in
+	// flight before it returns its free heap to the kernel (idlememory.go)
+	// (1 s; 0: never, the Go runtime's own pace).
+	ReturnMemoryAfter time.Duration
 	// MetricsAddr, if set, serves /healthz, /readyz and /metrics over HTTP.
 	MetricsAddr string
 	// MetricsTimeouts bound that listener's connections (zero fields:
@@ -93,6 +97,7 @@ func DefaultOptions() Options {
 		StreamIdleTimeout:    DefaultStreamIdleTimeout,
 		MaxConcurrentStreams: DefaultMaxConcurrentStreams,
 		ReloadInterval:       DefaultReloadInterval,
+		ReturnMemoryAfter:    DefaultReturnMemoryAfter,
 	}
 }
 
@@ -122,6 +127,7 @@ func (o *Options) Validate() error {
 	negativeDur("output-grace", o.Exec.OutputGrace)
 	negativeDur("stream-idle-timeout", o.StreamIdleTimeout)
 	negativeDur("shutdown-grace", o.ShutdownGrace)
+	negativeDur("return-memory-after", o.ReturnMemoryAfter)
 	if o.KeepaliveMinTime <= 0 {
 		// gRPC reads 0 as its own 5 minutes, which ends the repo-server's
 		// long silent calls on the third ping.
@@ -175,6 +181,8 @@ type Server struct {
 	trees *unpack.Trees
 	// removals remove request dirs after their responses (cleanup.go).
 	removals removals
+	// idle returns the free heap once no request runs (idlememory.go).
+	idle *idleMemory
 }
 
 // New validates the options, wipes and recreates the work dir, and builds the
@@ -216,7 +224,7 @@ func New(opts Options) (*Server, error) {
 		// The sidecar's Secret values, named by the injector (redact.go).
 		opts.Exec.Redact = redact.FromEnv(opts.Env)
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees()}
+	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees(), idle: newIdleMemory(opts.ReturnMemoryAfter)}
 	registerRedactions(s.metrics.Registry, opts.Exec.Redact)
 	if opts.MaxConcurrentStreams > 0 {
 		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
@@ -227,8 +235,8 @@ func New(opts Options) (*Server, error) {
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, redactUnary(opts.Exec.Redact)),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, redactStream(opts.Exec.Redact)),
+		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.idle.unaryInterceptor, redactUnary(opts.Exec.Redact)),
+		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.idle.streamInterceptor, redactStream(opts.Exec.Redact)),
 	)
 	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{s: s})
 	return s, nil
@@ -333,6 +341,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if errors.Is(serveErr, grpc.ErrServerStopped) {
 		serveErr = nil
 	}
+	s.idle.stop()
 	s.removals.finish()
 	s.trees.RemoveAll()
 	return serveErr

@@ -70,6 +70,7 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
 	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")
 	fs.IntVar(&opts.MaxConcurrentStreams, "max-concurrent-streams", cmpserver.DefaultMaxConcurrentStreams, "streaming requests handled at once; one more fails at once with ResourceExhausted (0 = no cap)")
+	fs.DurationVar(&opts.ReturnMemoryAfter, "return-memory-after", cmpserver.DefaultReturnMemoryAfter, "once no request has run for this long, return the free heap to the kernel: what a request's unpack grew is not held while the sidecar is idle (0 = never)")
 	fs.DurationVar(&opts.ReloadInterval, "config-reload-interval", cmpserver.DefaultReloadInterval, "how often plugin.yaml is checked for a change, which then serves new requests without a restart (0 = never)")
 	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
 	limitFlags(fs.FlagSet, &opts.Limits)
