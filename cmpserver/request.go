@@ -40,10 +40,23 @@ type request struct {
 	admit   func(*pluginpb.ManifestRequestMetadata) error
 	refused bool
 
-	dir   string            // begin
-	lease *unpack.Lease     // receive: the shared tree used; nil: the request dir
-	repo  *unpack.Repo      // receive
-	ws    *engine.Workspace // workspace
+	dir string // begin
+	// headerAt is when the stream's header arrived: Argo CD's client sends
+	// it only once it has packed the whole repository, so from then on the
+	// time is the server's (and the rest of the stream's transfer).
+	headerAt time.Time         // receive
+	lease    *unpack.Lease     // receive: the shared tree used; nil: the request dir
+	repo     *unpack.Repo      // receive
+	ws       *engine.Workspace // workspace
+}
+
+// sinceHeader is the time since the header arrived: the request's own part,
+// without the client's packing before it (0 before the header).
+func (r *request) sinceHeader() time.Duration {
+	if r.headerAt.IsZero() {
+		return 0
+	}
+	return time.Since(r.headerAt)
 }
 
 // begin creates the request dir.
@@ -61,6 +74,7 @@ func (r *request) receive(stream unpack.Stream) error {
 	if err != nil {
 		return err
 	}
+	r.headerAt = time.Now()
 	if r.admit != nil {
 		if err := r.admit(meta); err != nil {
 			r.refused = true

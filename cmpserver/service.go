@@ -143,10 +143,13 @@ func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *l
 		zap.String("env_names", command.EnvNames(rq.repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
 	if err := rq.run(ctx, fn); err != nil {
 		err = deadlineStatus(ctx, err)
-		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)))
+		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.sinceHeader()))
 		return err
 	}
-	log.Info("request done", zap.Duration("duration", time.Since(start)))
+	// duration counts from the stream's opening, which includes the
+	// repo-server packing the repository before it sends the header;
+	// after_header is the server's own part.
+	log.Info("request done", zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.sinceHeader()))
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,7 +154,7 @@ func startSteps(samples []startSample) string {
 // and our server's own request durations (its "request done" log line).
 func (b *nodeBench) tmpMedia(pods []*corev1.Pod, plugins []string, repos []benchRepoRef, runs int) {
 	b.t.Helper()
-	type cell struct{ wall, server []float64 }
+	type cell struct{ wall, server, own []float64 }
 	cells := make([][]cell, len(pods))
 	rss := make([]*harness.RepoServer, len(pods))
 	for i, p := range pods {
@@ -166,7 +167,8 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, plugins []string, repos []bench
 			if _, err := b.generate(rss[i], repo, plugins[i]); err != nil {
 				b.t.Fatalf("pod %s, %d files: %v", pods[i].Name, repo.files, err)
 			}
-			seen[i] = len(requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])]))
+			total, _ := requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])])
+			seen[i] = len(total)
 		}
 		for r := 0; r < runs; r++ {
 			for i := range pods {
@@ -178,22 +180,24 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, plugins []string, repos []bench
 			}
 		}
 		for i := range pods {
-			cells[i][ri].server = requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])])[seen[i]:]
+			total, own := requestDurations(b.node.ContainerLogs(pods[i])[keys.SidecarName(plugins[i])])
+			cells[i][ri].server, cells[i][ri].own = total[seen[i]:], own[seen[i]:]
 		}
 	}
 	fmt.Printf("\n-- GenerateManifest through Argo CD's repo-server, plugins %s injected, the same but for the /tmp medium\n", strings.Join(plugins, " and "))
 	fmt.Printf("   (median of %d requests after a warm-up; wall: repoclient's call from the node's network; server: our\n", runs)
 	fmt.Println("   sidecar's \"request done\" duration, from the stream's opening, so it includes the repo-server's packing,")
-	fmt.Println("   the same on both media; peak: the sidecar's cgroup after all requests)")
+	fmt.Println("   the same on both media; own: its after_header, from the header the repo-server sends once it has packed;")
+	fmt.Println("   peak: the sidecar's cgroup after all requests)")
 	fmt.Printf("   %-40s", "plugin: /tmp")
 	for _, repo := range repos {
-		fmt.Printf(" %10s %10s", fmt.Sprintf("%d wall", repo.files), "server")
+		fmt.Printf(" %10s %10s %10s", fmt.Sprintf("%d wall", repo.files), "server", "own")
 	}
 	fmt.Printf(" %10s\n", "peak MiB")
 	for i, p := range pods {
 		fmt.Printf("   %-40s", plugins[i]+": "+tmpMedium(p, plugins[i]))
 		for ri := range repos {
-			fmt.Printf(" %10s %10s", msText(median(cells[i][ri].wall)), msText(median(cells[i][ri].server)))
+			fmt.Printf(" %10s %10s %10s", msText(median(cells[i][ri].wall)), msText(median(cells[i][ri].server)), msText(median(cells[i][ri].own)))
 		}
 		mem, err := b.node.ContainerMemory(p)
 		if err != nil {
@@ -203,31 +207,41 @@ func (b *nodeBench) tmpMedia(pods []*corev1.Pod, plugins []string, repos []bench
 	}
 	for ri, repo := range repos {
 		if len(pods) == 2 {
-			fmt.Printf("   %d files: memory − disk: wall %+.0f ms, server %+.0f ms\n", repo.files,
-				median(cells[1][ri].wall)-median(cells[0][ri].wall), median(cells[1][ri].server)-median(cells[0][ri].server))
+			fmt.Printf("   %d files: memory − disk: wall %+.0f ms, server %+.0f ms, own %+.0f ms; memory ÷ disk, own: %.2f (issue 28 item 3: ≤ 0.50 at 5,000 files)\n", repo.files,
+				median(cells[1][ri].wall)-median(cells[0][ri].wall), median(cells[1][ri].server)-median(cells[0][ri].server),
+				median(cells[1][ri].own)-median(cells[0][ri].own), median(cells[1][ri].own)/median(cells[0][ri].own))
 		}
 	}
 }
 
-// requestDone finds a GenerateManifest's duration (seconds, zap's encoding)
-// in our server's "request done" log line, JSON or console. Argo CD's
-// repo-server also streams the repository for MatchRepository before a
-// named plugin's GenerateManifest: those lines are not counted.
-var requestDone = regexp.MustCompile(`request done.*"rpc":"GenerateManifest".*"duration":\s*([0-9.eE+-]+)`)
+// requestDone finds a GenerateManifest's durations (seconds, zap's
+// encoding) in our server's "request done" log line, JSON or console: from
+// the stream's opening, and from its header on. Argo CD's repo-server also
+// streams the repository for MatchRepository before a named plugin's
+// GenerateManifest: those lines are not counted.
+var requestDone = regexp.MustCompile(`request done.*"rpc":"GenerateManifest".*"duration":\s*([0-9.eE+-]+).*"after_header":\s*([0-9.eE+-]+)`)
 
 // requestDurations are the durations of every GenerateManifest "request
-// done" line of a container's log, in ms, oldest first.
-func requestDurations(log string) []float64 {
-	var out []float64
+// done" line of a container's log, in ms, oldest first: the whole request's
+// and the part after the header.
+func requestDurations(log string) (total, afterHeader []float64) {
 	for _, line := range strings.Split(log, "\n") {
-		if m := requestDone.FindStringSubmatch(line); m != nil {
-			if s, err := strconv.ParseFloat(m[1], 64); err == nil {
-				out = append(out, s*1000)
-			}
+		m := requestDone.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		s, err1 := strconv.ParseFloat(m[1], 64)
+		h, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 == nil && err2 == nil {
+			total, afterHeader = append(total, s*1000), append(afterHeader, h*1000)
 		}
 	}
-	return out
+	return total, afterHeader
 }
+
+// settleAfterRequests is how long after the last request the memory is read
+// again: longer than our server's --return-memory-after default.
+const settleAfterRequests = 5 * time.Second
 
 // memory reads every container's cgroup in both 4-plugin pods once they have
 // idled, sends benchRequests GenerateManifest requests per plugin to each
@@ -262,20 +276,26 @@ func (b *nodeBench) memory(ours, argo *corev1.Pod, repo benchRepoRef) {
 		}
 	}
 	after := read()
+	// Our server returns its free heap once idle for a second
+	// (--return-memory-after); Argo CD's leaves it to the Go runtime. Both
+	// are read again a few seconds later, when any sidecar would be idle.
+	time.Sleep(settleAfterRequests)
+	settled := read()
 	v := idle[0][sidecarName(ours, benchPlugins[0])].Version
-	fmt.Printf("\n-- Memory of the 4-plugin pod from each container's cgroup (cgroup v%d), MiB: idle (10 s after Ready)\n", v)
-	fmt.Printf("   and after %d GenerateManifest requests per plugin (%d files); injected vs Argo CD's hand-written sidecars\n", benchRequests, repo.files)
+	fmt.Printf("\n-- Memory of the 4-plugin pod from each container's cgroup (cgroup v%d), MiB: idle (10 s after Ready),\n", v)
+	fmt.Printf("   right after %d GenerateManifest requests per plugin (%d files) and %s later; injected vs Argo CD's hand-written sidecars\n",
+		benchRequests, repo.files, settleAfterRequests)
 	if v == 1 {
 		fmt.Println("   usage = memory.usage_in_bytes (v2 memory.current), peak = memory.max_usage_in_bytes (v2 memory.peak),")
 	} else {
 		fmt.Println("   usage = memory.current, peak = memory.peak,")
 	}
 	fmt.Println("   anon = memory.stat's rss (v2 anon): the processes' own memory, without the page cache of /tmp's files")
-	fmt.Printf("   %-20s %-9s %8s %8s %8s | %8s %8s %8s\n", "container", "pod", "usage", "peak", "anon", "usage", "peak", "anon")
-	var sums [2][2]harness.CgroupMemory // [pod][idle, after]
-	row := func(name, pod string, i, a harness.CgroupMemory) {
-		fmt.Printf("   %-20s %-9s %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f\n", name, pod,
-			mib(i.Usage), mib(i.Peak), mib(i.Anon), mib(a.Usage), mib(a.Peak), mib(a.Anon))
+	fmt.Printf("   %-20s %-9s %8s %8s %8s | %8s %8s %8s | %8s %8s\n", "container", "pod", "usage", "peak", "anon", "usage", "peak", "anon", "usage", "anon")
+	var sums [2][3]harness.CgroupMemory // [pod][idle, after, settled]
+	row := func(name, pod string, i, a, l harness.CgroupMemory) {
+		fmt.Printf("   %-20s %-9s %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %8.1f %8.1f\n", name, pod,
+			mib(i.Usage), mib(i.Peak), mib(i.Anon), mib(a.Usage), mib(a.Peak), mib(a.Anon), mib(l.Usage), mib(l.Anon))
 	}
 	add := func(s *harness.CgroupMemory, m harness.CgroupMemory) {
 		s.Usage, s.Peak, s.Anon = s.Usage+m.Usage, s.Peak+m.Peak, s.Anon+m.Anon
@@ -283,19 +303,21 @@ func (b *nodeBench) memory(ours, argo *corev1.Pod, repo benchRepoRef) {
 	for _, plugin := range benchPlugins {
 		for k, p := range pods {
 			n := sidecarName(p, plugin)
-			row(n, []string{"injected", "Argo CD"}[k], idle[k][n], after[k][n])
+			row(n, []string{"injected", "Argo CD"}[k], idle[k][n], after[k][n], settled[k][n])
 			add(&sums[k][0], idle[k][n])
 			add(&sums[k][1], after[k][n])
+			add(&sums[k][2], settled[k][n])
 		}
 	}
-	row("4 sidecars", "injected", sums[0][0], sums[0][1])
-	row("4 sidecars", "Argo CD", sums[1][0], sums[1][1])
+	row("4 sidecars", "injected", sums[0][0], sums[0][1], sums[0][2])
+	row("4 sidecars", "Argo CD", sums[1][0], sums[1][1], sums[1][2])
 	ratio := func(a, b int64) float64 { return float64(a) / float64(b) }
-	fmt.Printf("   %-20s %-9s %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f   (issue 28 item 5: ≤ 0.40)\n", "ratio", "inj/Argo",
+	fmt.Printf("   %-20s %-9s %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f   (issue 28 item 5: ≤ 0.40)\n", "ratio", "inj/Argo",
 		ratio(sums[0][0].Usage, sums[1][0].Usage), ratio(sums[0][0].Peak, sums[1][0].Peak), ratio(sums[0][0].Anon, sums[1][0].Anon),
-		ratio(sums[0][1].Usage, sums[1][1].Usage), ratio(sums[0][1].Peak, sums[1][1].Peak), ratio(sums[0][1].Anon, sums[1][1].Anon))
+		ratio(sums[0][1].Usage, sums[1][1].Usage), ratio(sums[0][1].Peak, sums[1][1].Peak), ratio(sums[0][1].Anon, sums[1][1].Anon),
+		ratio(sums[0][2].Usage, sums[1][2].Usage), ratio(sums[0][2].Anon, sums[1][2].Anon))
 	for k := range pods {
-		row(repoServerName, []string{"injected", "Argo CD"}[k], idle[k][repoServerName], after[k][repoServerName])
+		row(repoServerName, []string{"injected", "Argo CD"}[k], idle[k][repoServerName], after[k][repoServerName], settled[k][repoServerName])
 	}
 }
 
@@ -346,4 +368,16 @@ func msText(v float64) string {
 		return "-" + s
 	}
 	return s
+}
+
+// TestRequestDurationsParse: the bench reads both durations of our server's
+// GenerateManifest lines, and only those (runs without a node).
+func TestRequestDurationsParse(t *testing.T) {
+	log := `{"level":"info","msg":"request done","request_id":"a","rpc":"MatchRepository","config_hash":"h","duration":0.9,"after_header":0.4}
+{"level":"info","msg":"request done","request_id":"b","rpc":"GenerateManifest","config_hash":"h","deadline_in":59.9,"app_rel_path":".","duration":1.5,"after_header":0.25}
+{"level":"warn","msg":"request failed","request_id":"c","rpc":"GenerateManifest","duration":2,"after_header":1}`
+	total, own := requestDurations(log)
+	if len(total) != 1 || total[0] != 1500 || len(own) != 1 || own[0] != 250 {
+		t.Fatalf("durations %v, after_header %v; want [1500] and [250]", total, own)
+	}
 }
