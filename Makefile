@@ -152,10 +152,12 @@ bench-e2e: build
 	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/bench $(BENCH_ARGS)
 
 ## bench-node: the real node's figures (root; see e2e-node): pod creation → each
-## container started → repo-server started → Ready for 0, 1 and 4 plugins injected
-## and as Argo CD's hand-written sidecars, GenerateManifest with the plugin's /tmp
-## on disk and in memory, and each container's memory from its cgroup, printed side
-## by side (E2E_NODE_BENCH_PODS=10 for more pods); nothing asserts a time
+## container started → repo-server started → Ready for 0, 1 and 4 plugins injected,
+## the same without the start gate, 4 gated plugins as regular containers, and as
+## Argo CD's hand-written sidecars, with the kubelet's relists; GenerateManifest with
+## the plugin's /tmp on disk and in memory (whole request and the server's own part);
+## each container's memory from its cgroup idle, after requests and once idle again;
+## printed side by side (E2E_NODE_BENCH_PODS=10 for more pods); nothing asserts a time
 bench-node:
 	@if [ "$$(id -u)" != 0 ]; then echo "bench-node needs root, as e2e-node does"; exit 1; fi
 	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS)
