@@ -137,11 +137,14 @@ func argoSidecars(pod, injected *corev1.Pod, plugins []string) *corev1.Pod {
 // argoPluginConfigMap names the ConfigMap of a hand-written sidecar's plugin.
 func argoPluginConfigMap(plugin string) string { return "bench-argo-" + plugin }
 
-// argoHelmPlugin is a helm plugin.yaml as users write one for Argo CD's
-// sidecar: the catalog's helm plugin runs our cmp-server's own helm
-// subcommand, which Argo CD's image does not have; both end in `helm
-// template` of the chart.
-const argoHelmPlugin = `apiVersion: argoproj.io/v1alpha1
+// argoToolPlugins are plugin.yamls as users write them for Argo CD's
+// sidecars, for the catalog plugins whose commands are our cmp-server's own
+// subcommands (helm, kustomize), which Argo CD's sidecar does not have: each
+// runs the tool itself. The plugin images have no shell (the plugin
+// library's images are built here without one), so the arguments are
+// literal: the bench's Application is "bench" in namespace "demo".
+var argoToolPlugins = map[string]string{
+	"helm": `apiVersion: argoproj.io/v1alpha1
 kind: ConfigManagementPlugin
 metadata:
   name: helm
@@ -149,19 +152,30 @@ spec:
   discover:
     fileName: Chart.yaml
   generate:
-    command: [sh, -c]
-    args: ['helm template "$ARGOCD_APP_NAME" . --namespace "$ARGOCD_APP_NAMESPACE"']
-`
+    command: [helm, template, bench, ., --namespace, demo]
+`,
+	"kustomize": `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: kustomize
+spec:
+  discover:
+    fileName: kustomization.yaml
+  generate:
+    command: [kustomize, build, .]
+`,
+}
 
 // applyArgoPluginConfigs stores each plugin's plugin.yaml for the hand-written
 // sidecars: what the injector rendered into the injected pod's config
-// annotation (so both run the same commands), helm's as argoHelmPlugin.
+// annotation (so both run the same commands), helm's and kustomize's from
+// argoToolPlugins.
 func applyArgoPluginConfigs(t *testing.T, injected *corev1.Pod, plugins []string) {
 	t.Helper()
 	for _, p := range plugins {
 		cfg := injected.Annotations[keys.ConfigAnnotationPrefix+p]
-		if p == "helm" {
-			cfg = argoHelmPlugin
+		if own, ok := argoToolPlugins[p]; ok {
+			cfg = own
 		}
 		if cfg == "" {
 			t.Fatalf("the injected pod has no %s%s annotation", keys.ConfigAnnotationPrefix, p)
