@@ -124,6 +124,10 @@ func run() error {
 var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "age-keygen", "redis-server",
 	"argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator"}
 
+// vaultEnv turns on the suite's Vault tests (make e2e sets it), which
+// otherwise skip.
+const vaultEnv = "E2E_VAULT=1"
+
 type step struct {
 	axis    axis
 	version string
@@ -139,19 +143,21 @@ func plan(o options, pins map[string]string) []step {
 			// What the suite needs whatever the release, then the release's
 			// kube-apiserver and kube-controller-manager: a pin's own tools,
 			// else the matrix build (bin/kube-apiserver-X.Y).
-			tools := append([]string{}, suiteTools...)
+			// Vault too, with its tests on, as make e2e runs them.
+			tools := append(append([]string{}, suiteTools...), "vault")
+			env := []string{vaultEnv}
 			apiserver := "kube-apiserver-" + minor(v)
 			switch v {
 			case pins["KUBE_VERSION"]:
 				apiserver = "kube-apiserver"
-				return append(tools, apiserver, "kube-controller-manager"), []string{"E2E_KUBE_APISERVER=" + apiserver}
+				return append(tools, apiserver, "kube-controller-manager"), append(env, "E2E_KUBE_APISERVER="+apiserver)
 			case pins["KUBE_PREV_VERSION"]:
-				return append(tools, apiserver, "kube-controller-manager-"+minor(v)), []string{"E2E_KUBE_APISERVER=" + apiserver}
+				return append(tools, apiserver, "kube-controller-manager-"+minor(v)), append(env, "E2E_KUBE_APISERVER="+apiserver)
 			}
 			// The stored-pod goldens are per minor: a minor without them
 			// records what its API server stored instead of failing.
 			return append(tools, "kube@"+v),
-				[]string{"E2E_KUBE_APISERVER=" + apiserver, "E2E_RECORD_GOLDENS=" + filepath.Join(o.logDir, "goldens-"+v)}
+				append(env, "E2E_KUBE_APISERVER="+apiserver, "E2E_RECORD_GOLDENS="+filepath.Join(o.logDir, "goldens-"+v))
 		},
 	}
 	argo := axis{

@@ -148,6 +148,10 @@ func TestPlanPicksEachReleasesTools(t *testing.T) {
 		if !contains(tools, want[i].tool) || !contains(env, want[i].env) {
 			t.Errorf("%s %s: tools %v, env %v; want %s and %s", st.axis.name, st.version, tools, env, want[i].tool, want[i].env)
 		}
+		// The whole suite, as make e2e runs it: the Vault tests too.
+		if st.axis.name == "kubernetes" && (!contains(tools, "vault") || !contains(env, vaultEnv)) {
+			t.Errorf("kubernetes %s: tools %v, env %v; want vault and %s", st.version, tools, env, vaultEnv)
+		}
 	}
 }
 
