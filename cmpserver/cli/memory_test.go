@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
@@ -210,25 +210,6 @@ spec:
     command: [echo, '{"kind":"ConfigMap","metadata":{"name":"one"}}']
 `
 
-// smallFilesRepo is files files of 10 kB of random bytes (as incompressible as
-// real binaries and unlike zeros), in 20 directories.
-func smallFilesRepo(t *testing.T, files int) string {
-	t.Helper()
-	repo := t.TempDir()
-	buf := make([]byte, 10_000)
-	for i := range files {
-		_, _ = rand.Read(buf)
-		dir := filepath.Join(repo, fmt.Sprintf("d%02d", i%20))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), buf, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return repo
-}
-
 // TestIdleServerReturnsHeap: once a sidecar has had no request for
 // --return-memory-after (1 s), its anonymous memory is back near its start,
 // not holding the heap its last unpack grew (about 12 MiB more after a
@@ -239,7 +220,7 @@ func TestIdleServerReturnsHeap(t *testing.T) {
 	t.Parallel()
 	pid, socket := serve(t, onePlugin, "one")
 	offPid, offSocket := serve(t, onePlugin, "one", "--return-memory-after", "0")
-	repo := smallFilesRepo(t, 1000)
+	repo := tartest.Repo(t, 1000)
 	start, offStart := procField(t, pid, "status", "RssAnon"), procField(t, offPid, "status", "RssAnon")
 	startHWM := procField(t, pid, "status", "VmHWM")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -71,17 +71,23 @@ const (
 	BenchFileSize = 10_000 // 5,000 × 10 kB = 50 MB
 )
 
-// BenchRepo writes a repository of BenchFiles text files in 50 directories;
-// the text is random words, so gzip does real work.
+// BenchRepo writes the benchmarks' repository: Repo of BenchFiles files.
 func BenchRepo(b *testing.B) string {
 	b.Helper()
-	root := b.TempDir()
+	return Repo(b, BenchFiles)
+}
+
+// Repo writes a repository of files text files of BenchFileSize bytes in 50
+// directories; the text is random words, so gzip does real work.
+func Repo(t testing.TB, files int) string {
+	t.Helper()
+	root := t.TempDir()
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := strings.Fields("apiVersion kind metadata name namespace spec replicas image tag values chart labels app selector template containers ports env")
-	for i := 0; i < BenchFiles; i++ {
+	for i := 0; i < files; i++ {
 		dir := filepath.Join(root, "d"+strconv.Itoa(i%50))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
 		var buf bytes.Buffer
 		for buf.Len() < BenchFileSize {
@@ -91,7 +97,7 @@ func BenchRepo(b *testing.B) string {
 			buf.WriteByte('\n')
 		}
 		if err := os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)+".yaml"), buf.Bytes()[:BenchFileSize], 0o644); err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
 	}
 	return root
