@@ -59,7 +59,13 @@ func TestScenariosFromGoTestJSON(t *testing.T) {
 		`{"Action":"output","Test":"TestB/sub","Output":"    b_test.go:21: pod was denied: not_repo_server\n"}`,
 		`{"Action":"output","Test":"TestB/sub","Output":"--- FAIL: TestB/sub (1.00s)\n"}`,
 		`{"Action":"fail","Test":"TestB/sub","Elapsed":1}`,
+		`{"Action":"output","Test":"TestB/other","Output":"    b_test.go:30: a passing sibling's log\n"}`,
+		`{"Action":"pass","Test":"TestB/other","Elapsed":0.5}`,
+		`{"Action":"output","Test":"TestB","Output":"    b_test.go:40: the parent's own log\n"}`,
 		`{"Action":"fail","Test":"TestB","Elapsed":2}`,
+		`{"Action":"run","Test":"TestD"}`,
+		`{"Action":"output","Test":"TestD","Output":"    d_test.go:5: no subtests\n"}`,
+		`{"Action":"fail","Test":"TestD","Elapsed":1}`,
 		`not json`,
 		`{"Action":"skip","Test":"TestC","Elapsed":0}`,
 		`{"Action":"fail","Elapsed":9}`,
@@ -67,7 +73,8 @@ func TestScenariosFromGoTestJSON(t *testing.T) {
 	got := scenarios(strings.NewReader(in))
 	want := []Scenario{
 		{Name: "TestA", Result: "pass", Seconds: 3.5},
-		{Name: "TestB", Result: "fail", Seconds: 2, Reason: "b_test.go:21: pod was denied: not_repo_server"},
+		{Name: "TestB", Result: "fail", Seconds: 2, Reason: "sub: b_test.go:21: pod was denied: not_repo_server"},
+		{Name: "TestD", Result: "fail", Seconds: 1, Reason: "d_test.go:5: no subtests"},
 		{Name: "TestC", Result: "skip"},
 	}
 	if len(got) != len(want) {

@@ -138,12 +138,16 @@ type testEvent struct {
 }
 
 // scenarios reads go test -json and returns each top-level test's result, in
-// the order they finished. A failing one carries the last line its test
-// printed through t.Log/t.Error/t.Fatal (go test -json cannot tell those apart;
-// the last is most often the t.Fatal) or its panic.
+// the order they finished. A failing one carries the last failure line printed
+// by the first of its (sub)tests to fail, prefixed with that subtest's name
+// (go test -json cannot tell t.Log from t.Error/t.Fatal; the last line of the
+// failing test is most often the t.Fatal) or its panic. Lines are kept per
+// (sub)test: a passing sibling's last log line, printed after the failure, is
+// not the reason the parent failed.
 func scenarios(r io.Reader) []Scenario {
 	var out []Scenario
 	lastLine := map[string]string{}
+	reason := map[string]string{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for sc.Scan() {
@@ -151,22 +155,30 @@ func scenarios(r io.Reader) []Scenario {
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
 			continue
 		}
-		top, _, _ := strings.Cut(ev.Test, "/")
+		top, sub, _ := strings.Cut(ev.Test, "/")
 		switch ev.Action {
 		case "output":
 			if failureLine(ev.Output) {
-				lastLine[top] = clip(ev.Output)
+				lastLine[ev.Test] = clip(ev.Output)
 			}
-		case "pass", "fail", "skip":
-			if ev.Test != top {
-				continue
+		case "fail":
+			// Subtests finish before their parent, so the first failing
+			// one with a line of its own names the cause.
+			if line := lastLine[ev.Test]; line != "" && reason[top] == "" {
+				if sub != "" {
+					line = sub + ": " + line
+				}
+				reason[top] = line
 			}
-			s := Scenario{Name: top, Result: ev.Action, Seconds: ev.Elapsed}
-			if ev.Action == "fail" {
-				s.Reason = lastLine[top]
-			}
-			out = append(out, s)
 		}
+		if ev.Test != top || (ev.Action != "pass" && ev.Action != "fail" && ev.Action != "skip") {
+			continue
+		}
+		s := Scenario{Name: top, Result: ev.Action, Seconds: ev.Elapsed}
+		if ev.Action == "fail" {
+			s.Reason = reason[top]
+		}
+		out = append(out, s)
 	}
 	return out
 }
