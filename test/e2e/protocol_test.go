@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
 // TestWebhookProtocols: kube-apiserver calls a webhook at a localhost URL over
-// HTTP/2 and a webhook anywhere else over HTTP/1.1, as it calls one behind a
-// Service (k8s.io/apiserver/pkg/util/webhook). The suite's other tests use
+// HTTP/2 (from v1.30; see localhostProto) and a webhook anywhere else over
+// HTTP/1.1, as it calls one behind a Service (k8s.io/apiserver/pkg/util/webhook).
+// The suite's other tests use
 // 127.0.0.1, so this is the one that drives the HTTP/1.1 path of a cluster
 // with the real API server. 0.0.0.0 is not a loopback address to the API
 // server's check, yet Linux connects to it over loopback, where the injector
@@ -27,7 +30,7 @@ func TestWebhookProtocols(t *testing.T) {
 	}
 	c := env.cp.Client()
 	for _, tc := range []struct{ name, host, want string }{
-		{"localhost URL", "127.0.0.1", "HTTP/2.0"},
+		{"localhost URL", "127.0.0.1", localhostProto(t, kubeVersion())},
 		{"any other URL, as for a Service", "0.0.0.0", "HTTP/1.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,6 +61,24 @@ func TestWebhookProtocols(t *testing.T) {
 			}
 		})
 	}
+}
+
+// localhostProto is the protocol kube-apiserver calls a webhook at a loopback
+// URL with. Before v1.30 its webhook client offered only http/1.1 to every
+// webhook; v1.30 (k8s.io/apiserver v0.30, isLocalHost in
+// pkg/util/webhook/client.go) lets a loopback URL negotiate HTTP/2. Read in
+// apiserver v0.27.16-v0.29.15 and v0.30.14-v0.37.2; the matrix's v1.29.15 cell
+// saw only HTTP/1.1 reviews.
+func localhostProto(t *testing.T, kube string) string {
+	t.Helper()
+	v, err := version.ParseGeneric(kube)
+	if err != nil {
+		t.Fatalf("kube-apiserver version %q: %v", kube, err)
+	}
+	if v.LessThan(version.MajorMinor(1, 30)) {
+		return "HTTP/1.1"
+	}
+	return "HTTP/2.0"
 }
 
 // protocols counts the injector's review log lines for namespace ns by the
