@@ -34,11 +34,12 @@ GOLANGCI_LINT_VERSION=v2.15.0
 # v2.11.8-v2.11.14 are served but unknown to sum.golang.org (404), so go refuses
 # them; v2.10.12 and v2.11.7 are the newest that verify. (v1.34 stays at the
 # earlier pin, v1.34.4, whose build the cache has.) Where a minor's newest patch
-# cannot be built from the proxy, the newest that can follows it: v3.3.0 after
-# v3.3.19 (whose ./gitops-engine no published module matches) and v3.2.11 after
+# cannot be built from the proxy, the newest that can follows it: v3.3.10 after
+# v3.3.19 (from v3.3.14 Argo's util/kube calls a ./gitops-engine method no
+# published module has) and v3.2.11 after
 # v3.2.12 (whose tree does not compile); see test/e2e/README.md.
 MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15 v1.27.16"
-MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.3.0 v3.2.12 v3.2.11 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.7 v2.10.12"
+MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.3.10 v3.2.12 v3.2.11 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.7 v2.10.12"
 
 # The plugin library (deploy/plugins/<name>/): each tool is built from the Go
 # module proxy at its pin, for bin/ by hack/tools.sh and into its plugin image by
