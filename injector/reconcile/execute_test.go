@@ -290,3 +290,30 @@ func TestLosingTheLeaseCancelsTheOwnerLookup(t *testing.T) {
 		return r.metric(t, "cmp_injector_reconcile_leader") == 0, "still leading"
 	})
 }
+
+// TestRestartsRememberOneRevision: the memory of restarts (which stands in
+// for the Deployment's mark where an operator strips it) holds the
+// Deployments restarted for the newest revision only, so it does not grow
+// with every Deployment ever restarted; each is remembered for its revision.
+func TestRestartsRememberOneRevision(t *testing.T) {
+	a, b, c := newWorkload("argocd", "repo-a", true), newWorkload("team-b", "repo-b", true), newWorkload("team-c", "repo-c", true)
+	client := fake.NewClientset(a.dep, b.dep, c.dep)
+	r, _ := syncing(t, client, RolloutAuto)
+	ctx := context.Background()
+	for _, s := range []struct {
+		w   workload
+		rev string
+	}{{a, "r1"}, {b, "r1"}, {a, "r2"}, {c, "r2"}} {
+		if err := r.restart(ctx, &restart{Namespace: s.w.dep.Namespace, Name: s.w.dep.Name, UID: s.w.dep.UID, Revision: s.rev, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{string(a.dep.UID): "r2", string(c.dep.UID): "r2"}
+	got := map[string]string{}
+	for uid, rev := range r.rolled {
+		got[string(uid)] = rev
+	}
+	if len(got) != len(want) || got[string(a.dep.UID)] != "r2" || got[string(c.dep.UID)] != "r2" {
+		t.Errorf("remembered restarts %v, want %v (repo-b's r1 restart is superseded by r2)", got, want)
+	}
+}

@@ -114,7 +114,7 @@ type Reconciler struct {
 	conflicts *conflicts
 	unproven  map[string]string
 	// rolled is the revision each Deployment (by UID) was last restarted
-	// for (rollout: auto).
+	// for (rollout: auto), for the newest revision restarted for only.
 	rolled map[types.UID]string
 }
 
@@ -474,6 +474,14 @@ func (r *Reconciler) restart(ctx context.Context, s *restart) error {
 		return fmt.Errorf("restarting Deployment %s: %w", s.Name, err)
 	}
 	r.mu.Lock()
+	// Plan compares RolledFor with the catalog's revision only, so a restart
+	// for another revision is as good as none: dropping those bounds the
+	// memory to one revision's rollouts, not every Deployment ever restarted.
+	for uid, rev := range r.rolled {
+		if rev != s.Revision {
+			delete(r.rolled, uid)
+		}
+	}
 	r.rolled[s.UID] = s.Revision
 	r.mu.Unlock()
 	r.metrics.rollouts.Inc()
