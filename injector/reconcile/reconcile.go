@@ -113,9 +113,13 @@ type Reconciler struct {
 	// is reported once per reason, not on every event of the pod.
 	conflicts *conflicts
 	unproven  map[string]string
-	// rolled is the revision each Deployment (by UID) was last restarted
-	// for (rollout: auto), for the newest revision restarted for only.
-	rolled map[types.UID]string
+	// rolledRev is the revision this replica last restarted Deployments for
+	// (rollout: auto) and rolled the Deployments (by UID) it restarted for
+	// it. Plan compares RolledFor with the catalog's revision only, so a
+	// restart for an older revision is as good as none: one revision's set
+	// is all there is to keep, not every Deployment ever restarted.
+	rolledRev string
+	rolled    map[types.UID]bool
 }
 
 // New checks the options and registers the metrics.
@@ -159,7 +163,7 @@ func New(o Options) (*Reconciler, error) {
 		o.ConflictBackoff = defaultConflictBackoff
 	}
 	r := &Reconciler{opts: o, log: o.Log.Named("reconcile"), self: o.LeaseNamespace + "/" + o.LeaseName, nsSelector: sel,
-		stale: map[string][]inject.Difference{}, conflicts: newConflicts(o.ConflictBackoff, maxConflictBackoff), unproven: map[string]string{}, rolled: map[types.UID]string{}}
+		stale: map[string][]inject.Difference{}, conflicts: newConflicts(o.ConflictBackoff, maxConflictBackoff), unproven: map[string]string{}, rolled: map[types.UID]bool{}}
 	if r.metrics, err = newMetrics(o.Registerer, r.cached); err != nil {
 		return nil, err
 	}
@@ -385,8 +389,8 @@ func (r *Reconciler) input(ctx context.Context, key string, pod *corev1.Pod) pla
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if dep := in.Owner.Deployment; dep != nil {
-		in.RolledFor = r.rolled[dep.UID]
+	if dep := in.Owner.Deployment; dep != nil && r.rolled[dep.UID] {
+		in.RolledFor = r.rolledRev
 	}
 	in.Unproven = r.unproven[key]
 	return in
@@ -474,15 +478,10 @@ func (r *Reconciler) restart(ctx context.Context, s *restart) error {
 		return fmt.Errorf("restarting Deployment %s: %w", s.Name, err)
 	}
 	r.mu.Lock()
-	// Plan compares RolledFor with the catalog's revision only, so a restart
-	// for another revision is as good as none: dropping those bounds the
-	// memory to one revision's rollouts, not every Deployment ever restarted.
-	for uid, rev := range r.rolled {
-		if rev != s.Revision {
-			delete(r.rolled, uid)
-		}
+	if s.Revision != r.rolledRev {
+		r.rolledRev, r.rolled = s.Revision, map[types.UID]bool{}
 	}
-	r.rolled[s.UID] = s.Revision
+	r.rolled[s.UID] = true
 	r.mu.Unlock()
 	r.metrics.rollouts.Inc()
 	return nil
