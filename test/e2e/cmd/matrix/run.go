@@ -161,24 +161,19 @@ func scenarios(r io.Reader) []Scenario {
 			if failureLine(ev.Output) {
 				lastLine[ev.Test] = clip(ev.Output)
 			}
-		case "fail":
+		case "pass", "fail", "skip":
 			// Subtests finish before their parent, so the first failing
 			// one with a line of its own names the cause.
-			if line := lastLine[ev.Test]; line != "" && reason[top] == "" {
+			if line := lastLine[ev.Test]; ev.Action == "fail" && line != "" && reason[top] == "" {
 				if sub != "" {
 					line = sub + ": " + line
 				}
 				reason[top] = line
 			}
+			if ev.Test == top {
+				out = append(out, Scenario{Name: top, Result: ev.Action, Seconds: ev.Elapsed, Reason: reason[top]})
+			}
 		}
-		if ev.Test != top || (ev.Action != "pass" && ev.Action != "fail" && ev.Action != "skip") {
-			continue
-		}
-		s := Scenario{Name: top, Result: ev.Action, Seconds: ev.Elapsed}
-		if ev.Action == "fail" {
-			s.Reason = reason[top]
-		}
-		out = append(out, s)
 	}
 	return out
 }
