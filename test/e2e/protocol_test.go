@@ -17,9 +17,8 @@ import (
 // TestWebhookProtocols: kube-apiserver calls a webhook at a localhost URL over
 // HTTP/2 (from v1.30; see localhostProto) and a webhook anywhere else over
 // HTTP/1.1, as it calls one behind a Service (k8s.io/apiserver/pkg/util/webhook).
-// The suite's other tests use
-// 127.0.0.1, so this is the one that drives the HTTP/1.1 path of a cluster
-// with the real API server. 0.0.0.0 is not a loopback address to the API
+// The suite's other tests use 127.0.0.1, so this is the one that drives the
+// HTTP/1.1 path of a cluster with the real API server. 0.0.0.0 is not a loopback address to the API
 // server's check, yet Linux connects to it over loopback, where the injector
 // listens.
 func TestWebhookProtocols(t *testing.T) {
