@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,14 @@ func updatePod(oldPod, newPod *corev1.Pod, cat *catalog.Catalog, trusted bool) *
 			problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
 				"annotation %q is written by cmp-injector and must not be changed or removed", k)})
 		}
+	}
+	// What the pod asked for at creation (its plugins, an image override) is
+	// fixed once injected: the pod's volumes and containers cannot follow an
+	// edit, so the reconciler would only see a stale pod and, with rollout:
+	// auto, restart its Deployment: a pod patch must not trigger that.
+	for _, k := range changedRequestKeys(oldPod.Annotations, newPod.Annotations) {
+		problems = append(problems, Problem{ReasonNotCatalog, fmt.Sprintf(
+			"annotation %q of an injected pod must not be changed or removed: its plugins were injected at creation (change the workload's pod template instead)", k)})
 	}
 	for _, k := range changedConfigKeys(oldPod.Annotations, newPod.Annotations) {
 		v, ok := newPod.Annotations[k]
@@ -215,15 +224,37 @@ func checkImage(c corev1.Container, cat *catalog.Catalog) []Problem {
 
 // changedConfigKeys are the config annotations added, changed or removed.
 func changedConfigKeys(oldAnn, newAnn map[string]string) []string {
+	return changedKeys(oldAnn, newAnn, func(k string) bool { return strings.HasPrefix(k, keys.ConfigAnnotationPrefix) })
+}
+
+// changedRequestKeys are the annotations by which the pod asked for its
+// plugins (the plugins list, image overrides) that were added, changed or
+// removed.
+func changedRequestKeys(oldAnn, newAnn map[string]string) []string {
+	return changedKeys(oldAnn, newAnn, func(k string) bool {
+		return k == keys.PluginsAnnotation || strings.HasPrefix(k, keys.ImageAnnotationPrefix)
+	})
+}
+
+// changedKeys are the annotations that match and were added, changed or
+// removed (a key present on one side only counts, even with an empty value),
+// sorted.
+func changedKeys(oldAnn, newAnn map[string]string, match func(string) bool) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, m := range []map[string]string{oldAnn, newAnn} {
-		for _, k := range sortedAnnotationKeys(m) {
-			if strings.HasPrefix(k, keys.ConfigAnnotationPrefix) && !seen[k] && oldAnn[k] != newAnn[k] {
-				seen[k] = true
+		for k := range m {
+			if !match(k) || seen[k] {
+				continue
+			}
+			seen[k] = true
+			ov, oldHas := oldAnn[k]
+			nv, newHas := newAnn[k]
+			if ov != nv || oldHas != newHas {
 				out = append(out, k)
 			}
 		}
 	}
+	sort.Strings(out)
 	return out
 }

@@ -54,6 +54,14 @@ func TestUpdateOfOwnedParts(t *testing.T) {
 		// end the review of every later update.
 		{"inject label set to false", func(p *corev1.Pod) { p.Labels[keys.InjectLabel] = "false" }, ReasonNotCatalog, `label "cmp-injector.io/inject" of an injected pod must not be changed or removed`},
 		{"inject label removed", func(p *corev1.Pod) { delete(p.Labels, keys.InjectLabel) }, ReasonNotCatalog, "must not be changed or removed"},
+		// What the pod asked for is fixed once injected: an edit would only
+		// make the pod stale, and rollout: auto restart its Deployment.
+		{"plugins annotation changed", func(p *corev1.Pod) { p.Annotations[keys.PluginsAnnotation] = "helm,kustomize" }, ReasonNotCatalog,
+			`annotation "cmp-injector.io/plugins" of an injected pod must not be changed or removed`},
+		{"plugins annotation removed", func(p *corev1.Pod) { delete(p.Annotations, keys.PluginsAnnotation) }, ReasonNotCatalog,
+			`annotation "cmp-injector.io/plugins" of an injected pod must not be changed`},
+		{"image override added", func(p *corev1.Pod) { p.Annotations[keys.ImageAnnotationPrefix+"helm"] = "alpine/helm:3.17.0" }, ReasonNotCatalog,
+			`annotation "image.cmp-injector.io/helm" of an injected pod must not be changed`},
 		{"sidecar resized", func(p *corev1.Pod) {
 			p.Spec.InitContainers[1].Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Mi")
 		}, ReasonNotCatalog, `the resources of container "cmp-helm" are the catalog's`},
