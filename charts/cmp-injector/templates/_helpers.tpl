@@ -148,3 +148,28 @@ may split the cluster with namespaceSelectorExtraExpressions).
 {{- end -}}
 {{- join "," $parts -}}
 {{- end }}
+
+{{/*
+A CEL test, over `object`, that is true for every pod the injector recognises
+as a repo-server (pkg/inject's repoServerIndex): a container named one of
+catalog.repoServerContainer.names, or one whose command or args hold a word
+(or a word of a shell script) whose base name is one of its programs. It may
+also be true for a few pods the injector then skips; it is never false for a
+repo-server. The defaults are pkg/catalog's (defaultRepoServerContainerNames,
+defaultRepoServerPrograms); test/e2e's TestOnlyRepoServersReachTheWebhook
+holds both sides to the same pods.
+*/}}
+{{- define "cmp-injector.repoServerCEL" -}}
+{{- $rc := default dict .Values.catalog.repoServerContainer }}
+{{- $names := list "argocd-repo-server" "repo-server" }}
+{{- if hasKey $rc "names" }}{{ $names = default list $rc.names }}{{ end }}
+{{- $programs := list "argocd-repo-server" }}
+{{- if hasKey $rc "programs" }}{{ $programs = default list $rc.programs }}{{ end }}
+{{- $quoted := list }}
+{{- range $programs }}{{ $quoted = append $quoted (regexQuoteMeta .) }}{{ end }}
+{{- if $programs -}}
+object.spec.containers.exists(c, c.name in {{ $names | toJson }} || (has(c.command) && c.command.exists(w, w.matches({{ printf "(^|[\\s/])(%s)(\\s|$)" (join "|" $quoted) | toJson }}))) || (has(c.args) && c.args.exists(w, w.matches({{ printf "(^|[\\s/])(%s)(\\s|$)" (join "|" $quoted) | toJson }}))))
+{{- else -}}
+object.spec.containers.exists(c, c.name in {{ $names | toJson }})
+{{- end }}
+{{- end }}
