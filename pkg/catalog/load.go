@@ -90,6 +90,10 @@ func build(p *problems, f *catalogFile) *Catalog {
 			e.Config.ConfigMap = &ConfigMapRef{Name: pl.Config.ConfigMap.Name, Key: keys.PluginConfigFile}
 		}
 		c.Plugins[name] = e
+		if e.GitCredentials && e.Parsed != nil && !e.Parsed.Spec.ProvideGitCreds {
+			c.Warnings = append(c.Warnings, fmt.Sprintf(
+				"plugins.%s.gitCredentials is true, but its config does not set spec.provideGitCreds: the repo-server sends it no credentials", name))
+		}
 		if len(pl.AllowedImages) > 0 {
 			if ok, err := ImageAllowed(pl.Image, pl.AllowedImages); err == nil && !ok {
 				c.Warnings = append(c.Warnings, fmt.Sprintf(
@@ -119,6 +123,13 @@ func inlineConfig(p *problems, field string, e *Entry) {
 		return
 	}
 	e.Parsed = parsed
+	if parsed.Spec.ProvideGitCreds && !e.GitCredentials {
+		// Argo CD would hand the plugin the credentials of every repository
+		// the repo-server clones for it: that is the admin's decision, said
+		// on the entry, where explain and doctor show it.
+		p.addf(field, "sets spec.provideGitCreds: true, which gives the plugin the git credentials of every repository the repo-server clones for it; "+
+			"add gitCredentials: true to plugins.%s to allow it (its sidecar alone then shares the repo-server's askpass socket)", e.Name)
+	}
 	if y, err = withTenancy(e, y); err != nil {
 		p.addf(field, "%v", err)
 		e.Parsed = nil

@@ -150,8 +150,13 @@ type Plugin struct {
 	// Volumes are mounted in this plugin's sidecar only.
 	Volumes []Volume `json:"volumes,omitempty"`
 	// Home, when set, gives the sidecar a writable HOME (an emptyDir).
-	Home   *Home        `json:"home,omitempty"`
-	Config ConfigSource `json:"config"`
+	Home *Home `json:"home,omitempty"`
+	// GitCredentials is the admin's consent that this plugin receives the
+	// repo-server's git credentials (provideGitCreds): the credentials of
+	// every repository the repo-server clones for an Application that uses
+	// it. Only then does its sidecar share the repo-server's askpass socket.
+	GitCredentials bool         `json:"gitCredentials,omitempty"`
+	Config         ConfigSource `json:"config"`
 	// Rules (allowedProjects, allowedSourceRepos) limit which Argo CD
 	// projects and repositories may use the plugin; absent: all (tenancy.go).
 	tenancy.Rules

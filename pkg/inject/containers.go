@@ -72,13 +72,18 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		})
 	}
 	mounts = append(mounts, extraMounts(e)...)
+	env := sidecarEnv(e)
+	if e.GitCredentials {
+		mounts = append(mounts, askPassMount())
+		env = append(env, askPassEnv())
+	}
 	ctr := corev1.Container{
 		Name:            keys.SidecarName(e.Name),
 		Image:           image,
 		ImagePullPolicy: e.ImagePullPolicy,
 		Command:         []string{keys.PluginServerPath},
 		Args:            []string{serveCommand},
-		Env:             sidecarEnv(e),
+		Env:             env,
 		EnvFrom:         sidecarEnvFrom(e),
 		Resources:       c.ResourcesFor(e),
 		VolumeMounts:    mounts,

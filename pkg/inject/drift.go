@@ -436,6 +436,8 @@ func repoServerEnvDrift(pod *corev1.Pod, st *Status, cat *catalog.Catalog) []Dif
 	for _, e := range cat.Defaults.RepoServerEnv {
 		want[e.Name] = e.Value
 	}
+	// Added for a plugin with gitCredentials: the socket's place is fixed.
+	want[keys.EnvAskPassSock] = keys.AskPassSocket
 	var out []Difference
 	for _, n := range st.RepoServerEnv {
 		have := ""

@@ -87,6 +87,7 @@ func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []P
 	}
 	problems = append(problems, checkAnnotations(pod, cat, &p)...)
 	problems = append(problems, checkCollisions(pod, cat, p.entries)...)
+	problems = append(problems, checkAskPass(pod, cat, p.entries)...)
 	return p, problems
 }
 
@@ -150,6 +151,9 @@ func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.E
 	var problems []Problem
 	want := []string{keys.CopyInitContainer}
 	wantVols := []string{keys.NoTokenVolume}
+	if wantsGitCredentials(entries) {
+		wantVols = append(wantVols, keys.AskPassVolume)
+	}
 	for _, e := range entries {
 		want = append(want, keys.SidecarName(e.Name))
 		for _, v := range pluginVolumes(cat, e) {
@@ -208,6 +212,11 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: v.Name}, v))
 		}
 	}
+	gitCreds := wantsGitCredentials(p.entries)
+	if gitCreds {
+		vols = append(vols, askPassVolume())
+		volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: keys.AskPassVolume}, vols[len(vols)-1]))
+	}
 	for _, v := range vols {
 		status.Volumes = append(status.Volumes, v.Name)
 	}
@@ -216,20 +225,37 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
 	}
 
-	// The repo-server needs the socket directory.
+	// The repo-server needs the socket directory, and the askpass volume when
+	// a plugin may have git credentials.
 	rs := p.repoServer
+	var rsMounts []corev1.VolumeMount
 	if !hasMountPath(pod.Spec.Containers[rs], keys.PluginSocketDir) {
-		m := corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}
+		rsMounts = append(rsMounts, corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir})
+	}
+	if gitCreds && !hasMountPath(pod.Spec.Containers[rs], keys.AskPassDir) {
+		rsMounts = append(rsMounts, askPassMount())
+	}
+	if len(rsMounts) > 0 {
 		base := indexPath("/spec/containers", rs) + "/volumeMounts"
-		appendAll(&ops, base, len(pod.Spec.Containers[rs].VolumeMounts), []json.RawMessage{enc.json(encKey{kind: "mount", name: m.Name}, m)})
+		mountsJSON := make([]json.RawMessage, len(rsMounts))
+		for j, m := range rsMounts {
+			mountsJSON[j] = enc.json(encKey{kind: "mount", name: m.Name}, m)
+		}
+		appendAll(&ops, base, len(pod.Spec.Containers[rs].VolumeMounts), mountsJSON)
 		if !patchOnly {
-			pod.Spec.Containers[rs].VolumeMounts = append(pod.Spec.Containers[rs].VolumeMounts, m)
+			pod.Spec.Containers[rs].VolumeMounts = append(pod.Spec.Containers[rs].VolumeMounts, rsMounts...)
 		}
 	}
 
 	// The repo-server's plugin settings the catalog tunes, each unless the
-	// container sets it itself.
-	if env := missingEnv(pod.Spec.Containers[rs], cat.Defaults.RepoServerEnv); len(env) > 0 {
+	// container sets it itself; the askpass socket's place.
+	// The askpass variable goes in even beside an envFrom (env wins over
+	// it): checkAskPass refused a container that sets it in env.
+	env := missingEnv(pod.Spec.Containers[rs], cat.Defaults.RepoServerEnv)
+	if gitCreds {
+		env = append(env, askPassEnv())
+	}
+	if len(env) > 0 {
 		base := indexPath("/spec/containers", rs) + "/env"
 		envJSON := make([]json.RawMessage, len(env))
 		for j, e := range env {

@@ -120,6 +120,37 @@ const (
 	DeploymentRevisionAnnotation = "deployment.kubernetes.io/revision"
 )
 
+// Git credentials for plugins (provideGitCreds): Argo CD's repo-server serves
+// them over its askpass socket to whoever holds the request's nonce, and git
+// in the plugin asks for them through GIT_ASKPASS.
+const (
+	// AskPassVolume is the emptyDir the injector shares between the
+	// repo-server and the sidecars of plugins whose catalog entry consents to
+	// git credentials (gitCredentials: true), and no other sidecar.
+	AskPassVolume = "cmp-askpass"
+	// AskPassDir is where AskPassVolume is mounted, at the same path in every
+	// container that mounts it: the repo-server sends the socket's path in the
+	// request env, and the sidecar dials that path.
+	AskPassDir = "/home/argocd/cmp-server/askpass"
+	// AskPassSocket is the repo-server's askpass socket in AskPassDir.
+	AskPassSocket = AskPassDir + "/reposerver-ask-pass.sock"
+	// EnvAskPassSock moves Argo CD's askpass socket (default
+	// /tmp/reposerver-ask-pass.sock, in the repo-server's private /tmp).
+	EnvAskPassSock = "ARGOCD_ASK_PASS_SOCK"
+	// EnvAskPassNonce names the credentials of one request.
+	EnvAskPassNonce = "ARGOCD_GIT_ASKPASS_NONCE"
+	// EnvGitAskPass is git's askpass program; the repo-server sends
+	// GitAskPassArgoCD, Argo CD's multi-call binary, which a plugin image
+	// rarely has: the plugin server runs itself in its place.
+	EnvGitAskPass    = "GIT_ASKPASS"
+	GitAskPassArgoCD = "argocd"
+	// EnvBinaryName selects the role of Argo CD's multi-call binary;
+	// BinaryNameGitAskPass is its askpass client, the role the plugin server
+	// takes when git runs it.
+	EnvBinaryName        = "ARGOCD_BINARY_NAME"
+	BinaryNameGitAskPass = "argocd-git-ask-pass"
+)
+
 // More environment variables shared with Argo CD's plugin server.
 const (
 	EnvGRPCKeepAliveMin = "ARGOCD_GRPC_KEEP_ALIVE_MIN"
