@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the Go code of the plugin service from cmpserver/pluginpb/*.proto with
+# Regenerates the Go code of the gRPC services (cmpserver/pluginpb, cmpserver/askpass/askpasspb) with
 # the pinned generators in bin/ (hack/tools.sh installs them). CI runs
 # `hack/proto.sh && git diff --exit-code` to catch stale generated code.
 #
@@ -20,12 +20,14 @@ for tool in protoc protoc-gen-go protoc-gen-go-grpc; do
   fi
 done
 
-OUT=cmpserver/pluginpb
-PATH="$BIN:$PATH" "$BIN/protoc" -I . \
-  --go_out=. --go_opt=paths=source_relative \
-  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-  "$OUT/repository.proto" "$OUT/plugin.proto"
-
-for f in "$OUT"/*.pb.go; do
-  sed -i -e '/^\/\/ \tprotoc  *v/d' -e '/^\/\/ - protoc  *v/d' "$f"
+# The plugin service, and Argo CD's askpass service (the plugin server is its
+# client when git in a plugin asks for credentials).
+for OUT in cmpserver/pluginpb cmpserver/askpass/askpasspb; do
+  PATH="$BIN:$PATH" "$BIN/protoc" -I . \
+    --go_out=. --go_opt=paths=source_relative \
+    --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+    "$OUT"/*.proto
+  for f in "$OUT"/*.pb.go; do
+    sed -i -e '/^\/\/ \tprotoc  *v/d' -e '/^\/\/ - protoc  *v/d' "$f"
+  done
 done

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -36,6 +37,10 @@ func Commands() []serving.Command {
 // With no args, or when the first arg is a flag, it serves, like Argo CD's
 // argocd-cmp-server entrypoint.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, extra ...serving.Command) int {
+	if askpass.IsAskPass(os.Getenv, args) {
+		// git in a plugin command runs this binary as its askpass program.
+		return askpass.Main(ctx, os.Getenv, args, stdout, stderr)
+	}
 	p := serving.Program{
 		Name:     "cmp-server",
 		Summary:  "A drop-in argocd-cmp-server for Argo CD plugin sidecars, with its local runner and client.",

@@ -20,6 +20,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
+
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -171,7 +173,9 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	procs := newCommandProcs(marker)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = ws.App
-	cmd.Env = append(ws.Env[:len(ws.Env):len(ws.Env)], marker) //nolint:gocritic // a copy with one more element
+	// git asks this server for the request's credentials (askpass.Env).
+	env := askpass.Env(ws.Env, r.self)
+	cmd.Env = append(env[:len(env):len(env)], marker) //nolint:gocritic // a copy with one more element
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

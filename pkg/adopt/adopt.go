@@ -156,6 +156,10 @@ const (
 	// CodeNativeSidecars: classic sidecars become native ones (init
 	// containers with restartPolicy Always).
 	CodeNativeSidecars Code = "native_sidecars"
+	// CodeGitCredentials: a plugin.yaml with provideGitCreds; the entry gets
+	// gitCredentials: true, the consent the injector needs to share the
+	// repo-server's askpass socket with that sidecar.
+	CodeGitCredentials Code = "git_credentials"
 )
 
 // Finding is one thing adopt could not carry over as it was, or that the

@@ -2,6 +2,7 @@ package adopt
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -104,10 +105,14 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 		a.checkDropped(pc)
 	}
 	configured := false
+	askDir := askPassDir(*c)
 	for _, m := range c.VolumeMounts {
 		switch {
 		case m.MountPath == keys.VarFilesMountPath, m.MountPath == keys.PluginSocketDir:
 			// The injector mounts both itself.
+		case askDir != "" && path.Clean(m.MountPath) == askDir:
+			// The askpass socket's volume: the injector shares its own
+			// with a consenting plugin (gitCredentials below).
 		case m.MountPath == "/tmp":
 			a.tmpMount(pc, m)
 		case isConfigMount(m):
@@ -135,6 +140,7 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 	if pc.ours == "" {
 		a.checkToken(pc)
 	}
+	a.gitCredentials(pc, askDir != "")
 	return true
 }
 

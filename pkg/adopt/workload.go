@@ -14,6 +14,7 @@ import (
 // var-files, argocd-vault-plugin's download-tools; the injector's own copy
 // container in our output), and adds the opt-in.
 func (a *adopter) editHost(h *host, taken, names []string) {
+	a.releaseAskPass(h, taken)
 	rm := Removal{Object: h.obj.id()}
 	isTaken := func(c *corev1.Container) bool { return slices.Contains(taken, c.Name) }
 	orphans := map[string]bool{}
