@@ -16,6 +16,10 @@ import (
 type (
 	argoRepo struct {
 		Repo string `json:"repo"`
+		// Credentials, as an Argo CD repository Secret gives them.
+		Username string `json:"username,omitempty"`
+		Password string `json:"password,omitempty"`
+		Insecure bool   `json:"insecure,omitempty"`
 	}
 	argoParam struct {
 		Name   string            `json:"name"`

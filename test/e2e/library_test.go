@@ -80,8 +80,13 @@ func (s *libraryStack) bootRepoServer(t *testing.T, rel harness.ArgoRelease, plu
 // generate asks the repo-server for an Application's manifests: the source
 // at path of the test repository, through plugin.
 func (s *libraryStack) generate(rs *harness.RepoServer, app, path string, plugin *argoPlugin) (manifestResponse, error) {
+	return s.generateWith(rs, &argoRepo{Repo: s.repoURL}, app, path, plugin)
+}
+
+// generateWith is generate with the repository (and its credentials) given.
+func (s *libraryStack) generateWith(rs *harness.RepoServer, repo *argoRepo, app, path string, plugin *argoPlugin) (manifestResponse, error) {
 	req := manifestRequest{
-		Repo: &argoRepo{Repo: s.repoURL}, Revision: "HEAD", NoCache: true,
+		Repo: repo, Revision: "HEAD", NoCache: true,
 		AppName: app, Namespace: "demo",
 		ApplicationSource: &argoSource{RepoURL: s.repoURL, Path: path, TargetRevision: "HEAD", Plugin: plugin},
 		KubeVersion:       kubeVersion(), APIVersions: []string{"v1", "apps/v1"},
