@@ -19,8 +19,9 @@ import (
 // forkPlugin leaves work behind the way careless plugins do. fork: CHILDREN
 // background sleeps nobody waits for, still running when the shell exits (the
 // server kills them, and they become zombies of whoever adopted them), and a
-// setsid escapee that leaves the command's process group. sleep: a background
-// and a foreground sleep, for a request stopped at its deadline. exit: children
+// setsid escapee that leaves the command's process group. clear: a setsid
+// escapee that also clears its environment. sleep: a background and a
+// foreground sleep, for a request stopped at its deadline. exit: children
 // dying around the command's own exit, whose status must still reach the server.
 const forkPlugin = `kind: ConfigManagementPlugin
 metadata: {name: forker}
@@ -38,6 +39,13 @@ spec:
         setsid sh -c ': > .escaped; exec sleep 1000' </dev/null >/dev/null 2>&1 &
         while [ ! -e .escaped ]; do sleep 0.01; done
         echo '{"kind":"ConfigMap","metadata":{"name":"forked"}}' ;;
+      clear)
+        # Out of the group and without the environment that names the
+        # command: only the subreaper can still attribute it.
+        setsid sh -c ': > .cleared; exec env -i sleep 1000' </dev/null >/dev/null 2>&1 &
+        while [ ! -e .cleared ]; do sleep 0.01; done
+        sleep 0.1
+        echo '{"kind":"ConfigMap","metadata":{"name":"cleared"}}' ;;
       sleep)
         sleep 1000 & sleep 1000 ;;
       exit)
@@ -169,6 +177,14 @@ func TestPID1ReapsOrphansAndKillsLeftovers(t *testing.T) {
 		}
 	}
 	settled(fmt.Sprintf("after 3 requests forking %d children and a setsid escapee each", children))
+
+	for range 3 {
+		got, err := generate(60*time.Second, "ARGOCD_ENV_MODE=clear")
+		if err != nil || len(got) != 1 || !strings.Contains(got[0], "cleared") {
+			t.Fatalf("clear: %q, %v\n%s", got, err, logs.String())
+		}
+	}
+	settled("after 3 requests leaving an escapee that cleared its environment (setsid, env -i)")
 
 	// The reaper races with the runner for every exit here, and must lose.
 	for range 3 {

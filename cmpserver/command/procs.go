@@ -40,6 +40,17 @@ import (
 //     and lost its parent, and a concurrent command's processes carry another
 //     value: they are left alone. Only processes started after the command (by
 //     their start time in /proc) are considered.
+//
+//   - A process can clear its environment (env -i) after leaving the group,
+//     and keep a daemon past its request (an attack run kept a plugin server
+//     on another plugin's socket that way). The subreaper still knows it: when
+//     its parent exits it is re-parented to the server, and a child of the
+//     server that is not a command it started is an orphan of some command.
+//     Of which one is told by time: the commands running when it started. It
+//     is killed (with its descendants) at the end of the last of them, so it
+//     never outlives its own command by more than the commands it overlapped,
+//     each bounded by its timeout, and a concurrent command's daemon lives as
+//     long as that command does.
 
 // procStat is what the leftover search needs from /proc/<pid>/stat.
 type procStat struct {
@@ -181,15 +192,17 @@ func (c *commandProcs) signal(sig syscall.Signal) int {
 	self := os.Getpid()
 	children := map[int][]procStat{}
 	var roots []procStat
+	commands.mu.Lock()
 	for _, p := range procs {
 		if p.pid == self || p.start < c.start || p.state == 'Z' || p.state == 'X' {
 			continue
 		}
 		children[p.ppid] = append(children[p.ppid], p)
-		if c.seen[[2]uint64{uint64(p.pid), p.start}] || hasEnv(p.pid, c.env) {
+		if c.seen[[2]uint64{uint64(p.pid), p.start}] || hasEnv(p.pid, c.env) || unownedOrphan(p, self) {
 			roots = append(roots, p)
 		}
 	}
+	commands.mu.Unlock()
 	found := map[int]procStat{}
 	var add func(p procStat)
 	add = func(p procStat) {
@@ -229,12 +242,13 @@ func (c *commandProcs) kill(log *zap.Logger) {
 }
 
 // commands are the pids the runner waits for itself (exec.Cmd.Wait), which the
-// reaper must leave alone. mu is held while a command starts and while the
-// reaper waits.
+// reaper must leave alone, with their start times (clock ticks after boot): an
+// orphan belongs to the commands running when it started. mu is held while a
+// command starts, while the reaper waits, and while leftovers are searched.
 var commands = struct {
 	mu   sync.Mutex
-	pids map[int]bool
-}{pids: map[int]bool{}}
+	pids map[int]uint64
+}{pids: map[int]uint64{}}
 
 // startCommand starts cmd and registers its pid before the reaper can see it.
 func startCommand(cmd *exec.Cmd) error {
@@ -243,8 +257,32 @@ func startCommand(cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	commands.pids[cmd.Process.Pid] = true
+	// Unreadable means the command is gone already: then it owns nothing
+	// later than its start, which 0 says as well as any time.
+	var start uint64
+	if p, err := readStat(cmd.Process.Pid); err == nil {
+		start = p.start
+	}
+	commands.pids[cmd.Process.Pid] = start
 	return nil
+}
+
+// unownedOrphan reports whether p is a child of the server (self) that is no
+// command, started while no command still running had started: an orphan
+// whose every possible command has ended. commands.mu is held.
+func unownedOrphan(p procStat, self int) bool {
+	if p.ppid != self {
+		return false
+	}
+	if _, ok := commands.pids[p.pid]; ok {
+		return false
+	}
+	for _, start := range commands.pids {
+		if start <= p.start {
+			return false
+		}
+	}
+	return true
 }
 
 // commandWaited unregisters a command once exec.Cmd.Wait has reaped it.
@@ -302,7 +340,7 @@ func reapOrphans() int {
 	defer commands.mu.Unlock()
 	n := 0
 	for _, p := range procs {
-		if p.ppid != self || p.state != 'Z' || commands.pids[p.pid] {
+		if _, running := commands.pids[p.pid]; p.ppid != self || p.state != 'Z' || running {
 			continue
 		}
 		var ws unix.WaitStatus
