@@ -214,9 +214,10 @@ func (s *podScope) counts() (namespaces, pods int) {
 // identity only: the reconciler never acts on it, and its labels, spec and
 // annotations are whatever its author chose to make the leader hold. A
 // repo-server keeps its identity, labels (a ReplicaSet's selector is matched
-// against them), owner references, deletion mark, spec (compared with the
-// catalog) and the annotations cmp-injector reads; managedFields, the status
-// and every other annotation go. Objects other than pods (a deletion
+// against them), owner references, deletion mark, the parts of its spec
+// compared with the catalog and the annotations cmp-injector reads;
+// managedFields, the status, the rest of the spec and every other annotation
+// go. Objects other than pods (a deletion
 // tombstone) pass unchanged.
 func stripPod(obj any, cat *catalog.Catalog) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -231,6 +232,11 @@ func stripPod(obj any, cat *catalog.Catalog) (any, error) {
 	pod.ManagedFields = nil
 	pod.Status = corev1.PodStatus{}
 	pod.Annotations = keptAnnotations(pod.Annotations)
+	// CheckDrift reads the containers, init containers, volumes and the
+	// pod's securityContext (the sidecars' UID); affinity, tolerations,
+	// ephemeral containers and the rest of the spec are the author's.
+	pod.Spec = corev1.PodSpec{Containers: pod.Spec.Containers, InitContainers: pod.Spec.InitContainers,
+		Volumes: pod.Spec.Volumes, SecurityContext: pod.Spec.SecurityContext}
 	return pod, nil
 }
 

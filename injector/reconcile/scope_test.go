@@ -43,6 +43,9 @@ func TestStripPod(t *testing.T) {
 	pod.Annotations[keys.ReconcilerAnnotation] = "cmp-injector/release-a"
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Message: blob}
+	pod.Spec.Tolerations = []corev1.Toleration{{Key: blob}}
+	pod.Spec.NodeSelector = map[string]string{"big": blob}
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Args: []string{blob}}}}
 	before := pod.DeepCopy()
 
 	got, err := stripPod(pod.DeepCopy(), r1)
@@ -60,6 +63,9 @@ func TestStripPod(t *testing.T) {
 	}
 	if s.ManagedFields != nil || s.Status.Phase != "" || s.Status.Message != "" {
 		t.Errorf("managedFields %v, status %+v survived", s.ManagedFields, s.Status.Phase)
+	}
+	if s.Spec.Tolerations != nil || s.Spec.NodeSelector != nil || s.Spec.EphemeralContainers != nil {
+		t.Error("spec fields the reconciler does not read survived")
 	}
 	if !maps.Equal(s.Labels, before.Labels) || len(s.OwnerReferences) != 1 || s.Name != before.Name || s.Namespace != before.Namespace {
 		t.Errorf("identity, labels or owner lost: %+v", s.ObjectMeta)
