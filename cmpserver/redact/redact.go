@@ -37,8 +37,10 @@ type Redactor struct {
 	count atomic.Int64
 	// maxLen is the longest form, what a stream holds back.
 	maxLen int
-	names  []string // the variables redacted, sorted
-	short  []string // the variables left alone: shorter than MinLen
+	// index finds the forms in one pass over the text (index.go).
+	index *prefixIndex
+	names []string // the variables redacted, sorted
+	short []string // the variables left alone: shorter than MinLen
 }
 
 // form is one spelling of a value as it may be printed.
@@ -79,14 +81,17 @@ func newRedactor(secrets map[string]string) *Redactor {
 	})
 	sort.Strings(r.names)
 	sort.Strings(r.short)
+	r.index = newPrefixIndex(r.forms)
 	return r
 }
 
 // spellings are the ways value shows up in output: as is; escaped as a JSON
 // string (the server's JSON logs, the playground's answers; with and without
 // HTML escaping); Go-quoted (%q, and how a command's arguments are shown);
-// and, for a value of several lines (a PEM block, a kubeconfig), each line,
-// since tools print such values line by line.
+// quoted as YAML, Python and a shell print it; upper- and lower-cased;
+// percent-encoded, hex and base64 (encodings); and, for a value of several
+// lines (a PEM block, a kubeconfig), each line, since tools print such
+// values line by line.
 func spellings(value string) []string {
 	out := []string{value}
 	if b, err := json.Marshal(value); err == nil {
@@ -101,6 +106,9 @@ func spellings(value string) []string {
 	}
 	q := strconv.Quote(value)
 	out = append(out, q[1:len(q)-1])
+	out = append(out, quotings(value)...)
+	out = append(out, strings.ToUpper(value), strings.ToLower(value))
+	out = append(out, encodings(value)...)
 	if strings.ContainsAny(value, "\r\n") {
 		out = append(out, strings.FieldsFunc(value, func(c rune) bool { return c == '\n' || c == '\r' })...)
 	}
@@ -242,36 +250,10 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // limit ends after it. A value found must lie wholly in buf; one starting at
 // or after limit is left for later (see Stream).
 func (r *Redactor) scan(out, buf []byte, limit int) ([]byte, int) {
-	// next[i] is where form i next occurs at or after pos (-1: nowhere
-	// further; below pos: not looked up yet), so each form is searched
-	// once per occurrence rather than once per replacement: a trace that
-	// prints a token on every line stays linear.
-	next := make([]int, len(r.forms))
-	for i := range next {
-		next[i] = -2
-	}
 	pos := 0
 	for pos < limit {
-		at, f := -1, -1
-		for i := range r.forms {
-			if next[i] == -1 {
-				continue
-			}
-			if next[i] < pos {
-				j := bytes.Index(buf[pos:], r.forms[i].text)
-				if j < 0 {
-					next[i] = -1
-					continue
-				}
-				next[i] = pos + j
-			}
-			// Earliest start; at the same start the longest (forms are
-			// sorted longest first, so the first found stays).
-			if at < 0 || next[i] < at {
-				at, f = next[i], i
-			}
-		}
-		if at < 0 || at >= limit {
+		at, f := r.index.find(r.forms, buf, pos, limit)
+		if at < 0 {
 			return append(out, buf[pos:limit]...), limit
 		}
 		out = append(out, buf[pos:at]...)

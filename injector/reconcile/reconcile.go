@@ -182,7 +182,8 @@ func (r *Reconciler) cached() (namespaces, pods int) {
 }
 
 // CatalogChanged re-checks every injected pod; the server calls it when a new
-// catalog is loaded.
+// catalog is loaded. The cache is refilled when the new catalog recognises
+// repo-servers differently (podScope.setCatalog).
 func (r *Reconciler) CatalogChanged() {
 	r.mu.Lock()
 	q, s := r.queue, r.scope
@@ -190,6 +191,10 @@ func (r *Reconciler) CatalogChanged() {
 	if q == nil {
 		return
 	}
+	// A catalog that recognises repo-servers differently lists every
+	// enabled namespace again (its pods arrive as Add events and are
+	// queued); the keys below are queued either way.
+	s.setCatalog(r.opts.Catalog())
 	for _, key := range s.keys() {
 		q.Add(key)
 	}
@@ -243,7 +248,7 @@ func (r *Reconciler) startTerm(ctx context.Context) (_ workqueue.TypedRateLimiti
 	}
 	scope := newPodScope(ctx, r.opts.Client, r.opts.Resync, cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue,
-	})
+	}, r.opts.Catalog())
 	// Only namespaces the selector picks are listed and watched; the
 	// selector is checked here too, since a namespace that stops matching
 	// reaches a watch as a deletion but may reach a resync as an update.

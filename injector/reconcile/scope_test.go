@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,9 +43,12 @@ func TestStripPod(t *testing.T) {
 	pod.Annotations[keys.ReconcilerAnnotation] = "cmp-injector/release-a"
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{}}`)}}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Message: blob}
+	pod.Spec.Tolerations = []corev1.Toleration{{Key: blob}}
+	pod.Spec.NodeSelector = map[string]string{"big": blob}
+	pod.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Args: []string{blob}}}}
 	before := pod.DeepCopy()
 
-	got, err := stripPod(pod.DeepCopy())
+	got, err := stripPod(pod.DeepCopy(), r1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +63,9 @@ func TestStripPod(t *testing.T) {
 	}
 	if s.ManagedFields != nil || s.Status.Phase != "" || s.Status.Message != "" {
 		t.Errorf("managedFields %v, status %+v survived", s.ManagedFields, s.Status.Phase)
+	}
+	if s.Spec.Tolerations != nil || s.Spec.NodeSelector != nil || s.Spec.EphemeralContainers != nil {
+		t.Error("spec fields the reconciler does not read survived")
 	}
 	if !maps.Equal(s.Labels, before.Labels) || len(s.OwnerReferences) != 1 || s.Name != before.Name || s.Namespace != before.Namespace {
 		t.Errorf("identity, labels or owner lost: %+v", s.ObjectMeta)
@@ -75,7 +82,7 @@ func TestStripPod(t *testing.T) {
 				cat, d1.Patch(before), d1.StaleMessage(), d2.Patch(s), d2.StaleMessage())
 		}
 	}
-	if got, _ := stripPod("tombstone"); got != "tombstone" {
+	if got, _ := stripPod("tombstone", r1); got != "tombstone" {
 		t.Errorf("a non-pod changed: %v", got)
 	}
 }
@@ -221,4 +228,105 @@ func TestNamespaceScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("the deleted namespace dropped", 0, 0, 0)
+}
+
+// TestOptedInPodsThatAreNotRepoServersCostTheirIdentity is issue 37's item 4
+// in small: in an enabled namespace, 1,000 pods that opt in (the label) but
+// are not repo-servers, each with a 256,000-byte plugins annotation, must not
+// be held whole: the attack run took the leader from 47 to 640 MB. The
+// transform is called as the informer calls it, on freshly decoded pods.
+func TestOptedInPodsThatAreNotRepoServersCostTheirIdentity(t *testing.T) {
+	const pods, annotationBytes = 1000, 256000
+	r1 := catR1(t)
+	transform := func(obj any) (any, error) { return stripPod(obj, r1) }
+	kept := make([]any, 0, pods)
+	before := heapInUse()
+	for i := range pods {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: fmt.Sprintf("flood-%d", i), UID: "uid",
+				Labels:      map[string]string{keys.InjectLabel: keys.EnabledValue},
+				Annotations: map[string]string{keys.PluginsAnnotation: strings.Repeat("a", annotationBytes)}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx", Command: []string{"nginx"}}}},
+		}
+		got, err := transform(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, got)
+	}
+	after := heapInUse()
+	grew := int64(after) - int64(before)
+	t.Logf("%d opted-in pods that are not repo-servers, %d-byte plugins annotation each: %.1f MiB retained",
+		pods, annotationBytes, float64(grew)/(1<<20))
+	if grew > 20<<20 {
+		t.Errorf("%d MiB retained for %d pods that are not repo-servers, want < 20 MiB", grew>>20, pods)
+	}
+	goruntime.KeepAlive(kept)
+	s := kept[0].(*corev1.Pod)
+	if s.Name != "flood-0" || s.Namespace != "argocd" || s.UID != "uid" || s.Labels != nil || s.Annotations != nil || len(s.Spec.Containers) != 0 {
+		t.Errorf("a pod that is not a repo-server is cached as more than its identity: %+v", s)
+	}
+}
+
+// TestOversizedPluginsAnnotation: a repo-server whose plugins annotation is
+// longer than the webhook accepts is cached with one shared stand-in, not
+// its bytes, and judged as the pod is; a pod with no catalog to recognise it
+// by is cached as its identity.
+func TestOversizedPluginsAnnotation(t *testing.T) {
+	r1 := catR1(t)
+	pod := repoPod(t, "argocd", "repo-1", r1)
+	pod.Annotations[keys.PluginsAnnotation] = strings.Repeat("helm,", 60000)
+	before := pod.DeepCopy()
+	got, err := stripPod(pod.DeepCopy(), r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := got.(*corev1.Pod)
+	if v := s.Annotations[keys.PluginsAnnotation]; len(v) != keys.MaxPluginsAnnotationBytes+1 || unsafe.StringData(v) != unsafe.StringData(oversizedPlugins) {
+		t.Errorf("the oversized annotation is kept as %d bytes of its own", len(v))
+	}
+	for _, c := range []*catalog.Catalog{catR1(t), catR2(t), catR3(t)} {
+		d1, err1 := inject.CheckDrift(before, c)
+		d2, err2 := inject.CheckDrift(s, c)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !maps.Equal(d1.Patch(before), d2.Patch(s)) || d1.StaleMessage() != d2.StaleMessage() {
+			t.Errorf("catalog %s: judged differently: %v / %v vs %v / %v", c.Revision, d1.Patch(before), d1.StaleMessage(), d2.Patch(s), d2.StaleMessage())
+		}
+	}
+	if got, _ := stripPod(before.DeepCopy(), nil); got.(*corev1.Pod).Annotations != nil {
+		t.Error("without a catalog a pod is cached with its annotations")
+	}
+}
+
+// TestCatalogThatRecognisesOtherRepoServersRefillsTheCache: a pod cached as
+// its identity by a catalog that does not take it for a repo-server is read
+// again, whole, once the catalog does; a resync alone would replay the
+// stripped copy for ever.
+func TestCatalogThatRecognisesOtherRepoServersRefillsTheCache(t *testing.T) {
+	client := fake.NewClientset(namespace("argocd", true), repoPod(t, "argocd", "repo-1", catR1(t)))
+	blind := catalogWith(t, "r2", "defaults: {copyImage: cmp-server:1}",
+		"defaults: {copyImage: cmp-server:1, repoServerContainer: {names: [not-this-one], programs: []}}")
+	r := newTestReconciler(t, client, "release-a", blind, RolloutOff)
+	r.lead(t)
+	eventually(t, "repo-1 cached", func() (bool, string) {
+		s := r.scopeNow()
+		if s == nil {
+			return false, "not leading"
+		}
+		_, ok := s.get("argocd", "repo-1")
+		return ok, "not cached"
+	})
+	if p, _ := r.scopeNow().get("argocd", "repo-1"); p.Annotations != nil {
+		t.Fatalf("a pod the catalog does not take for a repo-server is cached with annotations %v", slicesOfKeys(p.Annotations))
+	}
+	r.cat.mu.Lock()
+	r.cat.cat = catR2(t)
+	r.cat.mu.Unlock()
+	r.CatalogChanged()
+	eventually(t, "repo-1 updated to r2", func() (bool, string) {
+		st := getPod(t, client, "argocd", "repo-1").Annotations[keys.StatusAnnotation]
+		return strings.Contains(st, `"revision":"r2"`), st
+	})
 }

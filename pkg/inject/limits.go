@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 // Bounds on what a pod may ask for and on what a denial says. A denial is
@@ -11,11 +13,10 @@ import (
 // KB whatever the pod holds (an attack run turned a 526 KB plugins annotation
 // of empty entries into a 30.8 MB denial that got the webhook OOM-killed).
 const (
-	// maxPluginsListed is more plugins than any catalog offers a pod.
-	maxPluginsListed = 64
-	// maxPluginsAnnotationBytes fits maxPluginsListed names of the longest
-	// allowed length (a DNS label, 63 bytes) with their separators.
-	maxPluginsAnnotationBytes = maxPluginsListed * 64
+	// maxPluginsListed and maxPluginsAnnotationBytes bound the plugins
+	// annotation; the reconciler's cache uses the same figures (pkg/keys).
+	maxPluginsListed          = keys.MaxPluginsListed
+	maxPluginsAnnotationBytes = keys.MaxPluginsAnnotationBytes
 	// maxProblemsPerReason problems of one reason are listed; the rest are
 	// counted.
 	maxProblemsPerReason = 10

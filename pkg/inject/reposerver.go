@@ -10,6 +10,25 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 )
 
+// IsRepoServer reports whether pod runs Argo CD's repo-server as cat
+// recognises it: the rule the webhook injects by, exported so that the
+// reconciler's cache keeps exactly the pods the webhook would inject and no
+// second rule can drift from this one.
+func IsRepoServer(pod *corev1.Pod, cat *catalog.Catalog) bool {
+	return repoServerIndex(pod, cat) >= 0
+}
+
+// SameRepoServerRule reports whether a and b recognise the same pods as
+// repo-servers (nil recognises none): a cache filled by a's rule stays right
+// under b. It reads what repoServerIndex reads, and only that.
+func SameRepoServerRule(a, b *catalog.Catalog) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a.Defaults.RepoServerNames, b.Defaults.RepoServerNames) &&
+		slices.Equal(a.Defaults.RepoServerPrograms, b.Defaults.RepoServerPrograms)
+}
+
 // repoServerIndex is the index in pod.Spec.Containers of Argo CD's
 // repo-server container, or -1 when the pod has none. A container is the
 // repo-server when its name is one of the catalog's names, else when its

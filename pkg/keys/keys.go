@@ -182,6 +182,18 @@ const EnvCommandID = "CMP_SERVER_COMMAND_ID"
 // (a variable the catalog sets itself, which wins over envFrom).
 const EnvSecretEnv = "CMP_SERVER_SECRET_ENV"
 
+// Bounds on the plugins annotation (PluginsAnnotation). The webhook refuses a
+// longer list; the reconciler, which caches pods, keeps a longer value as
+// "oversized" rather than its bytes. Both must use one figure, or a pod could
+// be judged one way on admission and another in the cache.
+const (
+	// MaxPluginsListed is more plugins than any catalog offers a pod.
+	MaxPluginsListed = 64
+	// MaxPluginsAnnotationBytes fits MaxPluginsListed names of the longest
+	// allowed length (a DNS label, 63 bytes) with their separators.
+	MaxPluginsAnnotationBytes = MaxPluginsListed * (maxDNSLabel + 1)
+)
+
 // Names derived from a plugin's name: its sidecar and the sidecar's two
 // volumes. Each must be a DNS-1123 label (at most 63 characters), which is
 // what bounds the length of a plugin's name in the catalog.

@@ -94,11 +94,11 @@ func Decide(r Rules, req Request) Decision {
 	var checks []check
 	if req.Call == Generate && r.AllowedProjects != nil {
 		checks = append(checks, check{FieldProjects, r.AllowedProjects, project, okProject,
-			identity, ProjectMissing, ProjectNotAllowed})
+			identity, identity, ProjectMissing, ProjectNotAllowed})
 	}
 	if r.AllowedSourceRepos != nil {
 		checks = append(checks, check{FieldSourceRepos, r.AllowedSourceRepos, repo, okRepo,
-			normalizeRepoURL, RepoMissing, RepoNotAllowed})
+			normalizeRepoURL, normalizeRepoPattern, RepoMissing, RepoNotAllowed})
 	}
 	for _, c := range checks {
 		if !c.holds(&d) {
@@ -110,13 +110,15 @@ func Decide(r Rules, req Request) Decision {
 
 // check is one rule of Decide and the request's value it judges.
 type check struct {
-	field     string
-	patterns  []string
-	value     string
-	single    bool // false: the request carries different values
-	norm      func(string) string
-	missing   Reason
-	forbidden Reason
+	field    string
+	patterns []string
+	value    string
+	single   bool // false: the request carries different values
+	// norm is applied to the value, normPat to each pattern: the same
+	// spelling, but a pattern's glob syntax is kept.
+	norm, normPat func(string) string
+	missing       Reason
+	forbidden     Reason
 }
 
 // holds reports whether the value passes; if not, d says why.
@@ -128,7 +130,7 @@ func (c check) holds(d *Decision) bool {
 	case c.value == "":
 		d.Reason = c.missing
 	default:
-		ok, deny := matchList(c.patterns, c.value, c.norm)
+		ok, deny := matchList(c.patterns, c.value, c.norm, c.normPat)
 		if ok {
 			return true
 		}
@@ -152,13 +154,17 @@ func single(vs []string) (string, bool) {
 
 // matchList: text is allowed when an allow pattern matches it and no deny
 // pattern does (Argo CD's sourceRepos rule); deny is the deny pattern that
-// refused it. norm is applied to the text and to every pattern.
-func matchList(patterns []string, text string, norm func(string) string) (ok bool, deny string) {
-	text = norm(text)
+// refused it. norm is applied to the text once, before any pattern is tried,
+// and normPat to every pattern; a text that norm cannot read ("") is allowed
+// by none.
+func matchList(patterns []string, text string, norm, normPat func(string) string) (ok bool, deny string) {
+	if text = norm(text); text == "" {
+		return false, ""
+	}
 	allowed := false
 	for _, raw := range patterns {
 		pat, isDeny := strings.CutPrefix(raw, "!")
-		re, err := globs.get(norm(pat))
+		re, err := globs.get(normPat(pat))
 		if err != nil {
 			continue
 		}

@@ -14,7 +14,7 @@ func FuzzGlob(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, pat, text string) {
 		problems := Rules{AllowedSourceRepos: []string{pat}}.Validate()
-		if _, err := compileGlob(normalizeRepoURL(strings.TrimPrefix(pat, "!"))); err != nil && len(problems) == 0 {
+		if _, err := compileGlob(normalizeRepoPattern(strings.TrimPrefix(pat, "!"))); err != nil && len(problems) == 0 {
 			t.Fatalf("%q passes validation but does not compile as Decide compiles it: %v", pat, err)
 		}
 		_ = Decide(Rules{AllowedSourceRepos: []string{pat, "*"}}, Request{Call: Generate, Repos: []string{text}})

@@ -51,7 +51,7 @@ func (p Problem) String() string { return p.Field + ": " + p.Message }
 func (r Rules) Validate() []Problem {
 	var out []Problem
 	out = append(out, validateList(FieldProjects, r.AllowedProjects, identity, checkProject)...)
-	out = append(out, validateList(FieldSourceRepos, r.AllowedSourceRepos, normalizeRepoURL, checkRepo)...)
+	out = append(out, validateList(FieldSourceRepos, r.AllowedSourceRepos, normalizeRepoPattern, checkRepo)...)
 	return out
 }
 

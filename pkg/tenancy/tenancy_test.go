@@ -50,11 +50,31 @@ func TestNormalizeRepoURL(t *testing.T) {
 		"\thttps://github.com/org/repo\n":    "https://github.com/org/repo",
 		"git@github.com:org/repo.git":        "git@github.com/org/repo",
 		"ssh://git@github.com/org/repo.git":  "git@github.com/org/repo",
-		"ssh://git@github.com:22/org/repo":   "git@github.com:22/org/repo",
-		"https://user:tok@host:8443/org/rep": "https://user:tok@host:8443/org/rep",
+		"ssh://git@github.com:22/org/repo":   "git@github.com/org/repo",
+		"ssh://git@github.com:2222/org/repo": "git@github.com:2222/org/repo",
+		"https://user:tok@host:8443/org/rep": "https://host:8443/org/rep",
+		"https://github.com/org/%53ecret/":   "https://github.com/org/secret",
+		"https://github.com/org/repo?ref=x":  "https://github.com/org/repo",
+		"file:///tmp/repos/team-a.git":       "file:///tmp/repos/team-a",
+		"/tmp/repos/./team-a.git/":           "/tmp/repos/team-a",
+		"https://github.com/org/%zz":         "",
 	} {
 		if got := normalizeRepoURL(in); got != want {
 			t.Errorf("normalizeRepoURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// A pattern keeps its glob syntax where a URL has a query or segments.
+	for in, want := range map[string]string{
+		"https://github.com/org/team-?":      "https://github.com/org/team-?",
+		"https://github.com:443/org/*.git/":  "https://github.com/org/*",
+		"git@github.com:org/{a,b}":           "git@github.com/org/{a,b}",
+		"file:///**/team-a.git":              "file:///**/team-a",
+		"*":                                  "*",
+		`https://github.com/org/a\*b`:        `https://github.com/org/a\*b`,
+		"https://github.com/org/x/../secret": "https://github.com/org/x/../secret",
+	} {
+		if got := normalizeRepoPattern(in); got != want {
+			t.Errorf("normalizeRepoPattern(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
