@@ -24,9 +24,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
-// DefaultSocket is where Argo CD's repo-server listens unless
+// defaultSocket is where Argo CD's repo-server listens unless
 // ARGOCD_ASK_PASS_SOCK moves it.
-const DefaultSocket = "/tmp/reposerver-ask-pass.sock"
+const defaultSocket = "/tmp/reposerver-ask-pass.sock"
 
 // timeout bounds one question: git waits for the answer with nothing else to
 // do, and a socket nobody serves must fail the clone, not hang it.
@@ -61,7 +61,7 @@ func answer(ctx context.Context, getenv func(string) string, prompt string, stdo
 	}
 	socket := getenv(keys.EnvAskPassSock)
 	if socket == "" {
-		socket = DefaultSocket
+		socket = defaultSocket
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
