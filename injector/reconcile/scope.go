@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,15 +86,16 @@ func (s *podScope) setCatalog(cat *catalog.Catalog) {
 	if old := s.cat.Swap(cat); inject.SameRepoServerRule(old, cat) {
 		return
 	}
-	s.mu.Lock()
-	names := make([]string, 0, len(s.ns))
-	for n := range s.ns {
-		names = append(names, n)
-	}
-	s.mu.Unlock()
-	for _, n := range names {
+	for _, n := range s.namespaces() {
 		s.restart(n)
 	}
+}
+
+// namespaces are the names of the namespaces watched now.
+func (s *podScope) namespaces() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.ns))
 }
 
 // strip is the informers' transform: stripPod by the current rule.
@@ -160,13 +163,7 @@ func (s *podScope) forget(ns string) bool {
 
 // stop stops every informer.
 func (s *podScope) stop() {
-	s.mu.Lock()
-	names := make([]string, 0, len(s.ns))
-	for n := range s.ns {
-		names = append(names, n)
-	}
-	s.mu.Unlock()
-	for _, n := range names {
+	for _, n := range s.namespaces() {
 		s.forget(n)
 	}
 }
