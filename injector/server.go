@@ -35,6 +35,9 @@ type Options struct {
 	// MetricsTimeouts bound the metrics port's connections (zero fields:
 	// serving.DefaultTimeouts).
 	MetricsTimeouts serving.Timeouts
+	// MetricsConns cap the metrics port's connections (zero fields:
+	// serving.DefaultMetricsMaxConnections and its per-address default).
+	MetricsConns serving.MetricsConns
 	// TrustedUsers may change what the injector owns in a pod on UPDATE: the
 	// injector's own service account, which keeps pods current.
 	TrustedUsers []string
@@ -79,6 +82,9 @@ func (c *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--max-connections-per-ip must be at least 1, got %d", c.MaxConnectionsPerIP))
 	case c.MaxConnections > 0 && c.MaxConnectionsPerIP > c.MaxConnections:
 		errs = append(errs, fmt.Errorf("--max-connections-per-ip (%d) must not be more than --max-connections (%d)", c.MaxConnectionsPerIP, c.MaxConnections))
+	}
+	if err := c.MetricsConns.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -336,7 +342,9 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ConnState: s.countConns, HTTP2: http2Config,
 		ConnContext: serving.ConnContext}
-	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
+	mc := s.cfg.MetricsConns
+	mc.OnDrop = func(r serving.DropReason) { s.metrics.metricsDropped.WithLabelValues(string(r)).Inc() }
+	ms := serving.NewMetricsServer(s.MetricsHandler(), serving.MetricsOptions{Timeouts: s.cfg.MetricsTimeouts, Conns: mc}, errLog)
 	limited := serving.LimitConns(webhookLn, serving.ConnLimits{Max: s.cfg.MaxConnections, PerIP: s.cfg.MaxConnectionsPerIP,
 		Probation: reviewProbation, OnDrop: func(r serving.DropReason) { s.metrics.droppedConns.WithLabelValues(string(r)).Inc() }})
 
