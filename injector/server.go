@@ -108,7 +108,7 @@ const DefaultMaxConnectionsPerIP = 256
 // keep-alive connection and stays until IdleTimeout.
 const (
 	// reviewProbation is the longest a connection stays open without a
-	// POST /mutate (see serving.ConnLimits).
+	// valid review (see serving.ConnLimits and mutate).
 	reviewProbation = 10 * time.Second
 	// readHeaderTimeout also bounds the TLS handshake: http.Server gives a
 	// handshake the least of ReadHeaderTimeout, ReadTimeout and WriteTimeout.
@@ -201,18 +201,13 @@ func (s *Server) Ready() error {
 
 // WebhookHandler serves /mutate and /readyz. The kubelet probes the metrics
 // port; /readyz stays here for doctor, which checks an out-of-cluster
-// injector at the webhook's URL. A connection that only asks for /readyz (or
-// anything but a review) stays on probation: it is closed soon and is the
-// first to give up its slot.
+// injector at the webhook's URL. A connection that only asks for /readyz,
+// or sends /mutate anything but a review that decodes with a request UID,
+// stays on probation: it is closed soon and is the first to give up its slot.
 func (s *Server) WebhookHandler() http.Handler {
 	r := mux.NewRouter()
-	r.Handle("/mutate", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// The API server's connection: kept past the probation and never
-		// evicted. Any pod can send a review too; the per-address cap is
-		// what bounds those.
-		serving.KeepConn(req.Context())
-		s.mutate(w, req)
-	})).Methods(http.MethodPost)
+	// mutate keeps the connection once its review decodes (handler.go).
+	r.HandleFunc("/mutate", s.mutate).Methods(http.MethodPost)
 	r.HandleFunc("/readyz", serving.ReadyHandler(s.Ready)).Methods(http.MethodGet, http.MethodHead)
 	return s.recoverer(r)
 }
