@@ -299,7 +299,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.grpc.Stop()
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
-		httpSrv = serving.NewMetricsServer(s.metrics.httpHandler(&s.ready), serving.MetricsOptions{Timeouts: s.opts.MetricsTimeouts, Conns: s.opts.MetricsConns}, nil)
+		mc := s.opts.MetricsConns
+		mc.OnDrop = func(r serving.DropReason) { s.metrics.metricsDropped.WithLabelValues(string(r)).Inc() }
+		httpSrv = serving.NewMetricsServer(s.metrics.httpHandler(&s.ready), serving.MetricsOptions{Timeouts: s.opts.MetricsTimeouts, Conns: mc}, nil)
 		addr := hl.Addr().String()
 		s.httpAddr.Store(&addr)
 		go func() { _ = httpSrv.Serve(hl) }()

@@ -674,5 +674,10 @@ func TestMetricsPortCapsConnections(t *testing.T) {
 	held := serving.DefaultMetricsMaxConnections
 	n := held + 300
 	closed := servingtest.ExpectConnCap(t, ts.srv.MetricsAddr(), n, 10, held, 20*time.Second)
-	t.Logf("%d idle connections to the metrics port: %d closed", n, closed)
+	dropped := metricValue(t, ts.srv.metrics, "cmp_server_metrics_connections_dropped_total", "reason=evicted") +
+		metricValue(t, ts.srv.metrics, "cmp_server_metrics_connections_dropped_total", "reason=per_ip_cap")
+	t.Logf("%d idle connections to the metrics port: %d closed, %v counted", n, closed, dropped)
+	if dropped < float64(n-held) {
+		t.Errorf("cmp_server_metrics_connections_dropped_total %v, want at least %d", dropped, n-held)
+	}
 }
