@@ -30,6 +30,7 @@ type metrics struct {
 	configReloads   *prometheus.CounterVec
 	configInfo      *prometheus.GaugeVec
 	refusals        *prometheus.CounterVec
+	metricsDropped  *prometheus.CounterVec
 }
 
 // newMetrics registers every cmp_server_ metric on a new registry.
@@ -75,6 +76,10 @@ func newMetrics() *metrics {
 			Name: "cmp_server_tenancy_refusals_total",
 			Help: "Requests refused by the plugin's allowedProjects or allowedSourceRepos (tenancy.go), by RPC and reason.",
 		}, []string{"rpc", "reason"}),
+		metricsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_metrics_connections_dropped_total",
+			Help: "Connections to --metrics-addr closed by its limits, by reason: per_ip_cap (its address held --metrics-max-connections-per-ip), evicted (the oldest, closed to make room at --metrics-max-connections).",
+		}, []string{"reason"}),
 	}
 	// Both results exist from the start, so a rate() or an alert on failures
 	// has a series before the first one.
@@ -84,7 +89,7 @@ func newMetrics() *metrics {
 		m.refusals.WithLabelValues("GenerateManifest", string(r))
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
-		m.configReloads, m.configInfo, m.refusals,
+		m.configReloads, m.configInfo, m.refusals, m.metricsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

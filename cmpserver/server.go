@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +75,10 @@ type Options struct {
 	// MetricsTimeouts bound that listener's connections (zero fields:
 	// serving.DefaultTimeouts).
 	MetricsTimeouts serving.Timeouts
-	Logger          *zap.Logger
+	// MetricsConns cap that listener's connections (zero fields:
+	// serving.DefaultMetricsMaxConnections and its per-address default).
+	MetricsConns serving.MetricsConns
+	Logger       *zap.Logger
 	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
 	// names, any case; "" takes its defaults info and json). Every command sees
 	// them as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as Argo CD exports
@@ -136,6 +138,9 @@ func (o *Options) Validate() error {
 	negativeDur("reload interval", o.ReloadInterval)
 	if o.MaxMsgSize <= 0 {
 		errs = append(errs, fmt.Errorf("--max-msg-size-mb must be at least 1, got %d bytes", o.MaxMsgSize))
+	}
+	if err := o.MetricsConns.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -286,7 +291,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return err
 	}
 
-	var httpSrv *http.Server
+	var httpSrv *serving.MetricsServer
 	if s.opts.MetricsAddr != "" {
 		hl, err := net.Listen("tcp", s.opts.MetricsAddr)
 		if err != nil {
@@ -294,7 +299,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.grpc.Stop()
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
-		httpSrv = serving.MetricsServer(s.metrics.httpHandler(&s.ready), s.opts.MetricsTimeouts, nil)
+		mc := s.opts.MetricsConns
+		mc.OnDrop = func(r serving.DropReason) { s.metrics.metricsDropped.WithLabelValues(string(r)).Inc() }
+		httpSrv = serving.NewMetricsServer(s.metrics.httpHandler(&s.ready), serving.MetricsOptions{Timeouts: s.opts.MetricsTimeouts, Conns: mc}, nil)
 		addr := hl.Addr().String()
 		s.httpAddr.Store(&addr)
 		go func() { _ = httpSrv.Serve(hl) }()

@@ -660,3 +660,24 @@ func TestMetricsIdleConnectionsClose(t *testing.T) {
 	})
 	servingtest.ExpectIdleClose(t, ts.srv.MetricsAddr(), 5*time.Second)
 }
+
+// The metrics port had no connection cap: idle connections held memory and
+// file descriptors without bound. With the default limits, a few hundred idle
+// connections from ten addresses leave at most
+// serving.DefaultMetricsMaxConnections open, and a probe is still answered.
+// The timeouts are long so only the limits close anything.
+func TestMetricsPortCapsConnections(t *testing.T) {
+	ts := startServer(t, discoveryPlugin, func(o *Options) {
+		o.MetricsAddr = "127.0.0.1:0"
+		o.MetricsTimeouts = serving.Timeouts{ReadHeader: time.Hour, Read: time.Hour, Idle: time.Hour}
+	})
+	held := serving.DefaultMetricsMaxConnections
+	n := held + 300
+	closed := servingtest.ExpectConnCap(t, ts.srv.MetricsAddr(), n, 10, held, 20*time.Second)
+	dropped := metricValue(t, ts.srv.metrics, "cmp_server_metrics_connections_dropped_total", "reason=evicted") +
+		metricValue(t, ts.srv.metrics, "cmp_server_metrics_connections_dropped_total", "reason=per_ip_cap")
+	t.Logf("%d idle connections to the metrics port: %d closed, %v counted", n, closed, dropped)
+	if dropped < float64(n-held) {
+		t.Errorf("cmp_server_metrics_connections_dropped_total %v, want at least %d", dropped, n-held)
+	}
+}

@@ -129,3 +129,51 @@ func TestHTTP2ReviewConnectionIsKept(t *testing.T) {
 		t.Error("the review's HTTP/2 connection was not kept: the second review needed a new one")
 	}
 }
+
+// TestEmptyReviewsDoNotHoldSlots: any request to /mutate used to end a
+// connection's probation. An attack run held all 1,024 slots with 4 source
+// addresses × 256 connections, each sending POST /mutate {} (a 400) once a
+// minute; after the API server's idle connection closed, every pod create
+// failed for minutes. Only a review that decodes, with a request UID, keeps
+// a connection now: here every slot is held by connections that sent an
+// empty or malformed body, and a real review on a fresh connection from
+// another address must still be answered within the test client's 10 s.
+func TestEmptyReviewsDoNotHoldSlots(t *testing.T) {
+	for _, tc := range []struct{ name, body string }{
+		{"empty object", "{}"},
+		{"not JSON", "x"},
+		{"review without uid", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const maxConns, perIP, sources = 32, 8, 4
+			ts := startServerWith(t, "testdata/catalog.yaml", func(c *Options) {
+				c.MaxConnections, c.MaxConnectionsPerIP = maxConns, perIP
+			})
+			req := fmt.Sprintf("POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tc.body), tc.body)
+			f := servingtest.StartFlood(t, strings.TrimPrefix(ts.webhookURL, "https://"),
+				servingtest.FloodOptions{Workers: maxConns, Sources: sources, Request: req})
+			bad := func() float64 { return ts.samples(t).Sum("cmp_injector_bad_requests_total") }
+			for deadline := time.Now().Add(60 * time.Second); f.Dialed() < maxConns || bad() < maxConns || openConns(t, ts) < maxConns; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("flood did not settle: %d of %d workers dialed, %v refused reviews, %v connections open", f.Dialed(), maxConns, bad(), openConns(t, ts))
+				}
+			}
+			t.Logf("%d connections from %d addresses, each sent %q: %v of %d slots held", maxConns, sources, tc.body, openConns(t, ts), maxConns)
+			tr := ts.client.Transport.(*http.Transport).Clone()
+			tr.DisableKeepAlives = true
+			c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+			resp, err := c.Post(ts.webhookURL+"/mutate", "application/json", strings.NewReader(string(podReview("after-empty-reviews", "argocd", []byte(testPod), false))))
+			if err != nil {
+				t.Fatalf("review after %d connections sent %q: %v", maxConns, tc.body, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"allowed":true`) {
+				t.Fatalf("review after the flood: %d %s", resp.StatusCode, body)
+			}
+			if got := ts.samples(t).Sum("cmp_injector_webhook_connections_dropped_total"); got == 0 {
+				t.Error("no flood connection was dropped to make room for the review")
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // mutate answers one AdmissionReview. Transport problems get a 4xx; every
@@ -39,6 +40,15 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, re.code, re.msg)
 		return
 	}
+	// Only now is this the API server's kind of connection: kept past the
+	// probation and never evicted. Any request to /mutate used to keep it,
+	// and 4 addresses × 256 connections sending POST /mutate {} once a
+	// minute held every slot, so every pod create failed. A body that is
+	// empty, malformed, not a v1 AdmissionReview or without a request UID
+	// (all refused above) leaves the connection as evictable as one that
+	// sent nothing. A pod can still forge a valid review; the per-address
+	// cap is what bounds those.
+	serving.KeepConn(r.Context())
 	cat := s.catalog.Current()
 	report := req.decide(cat, s.trusted)
 	resp := respond(req.UID, report)

@@ -29,6 +29,7 @@ type webhookMetrics struct {
 	certErrors     prometheus.Counter
 	openConns      prometheus.Gauge
 	droppedConns   *prometheus.CounterVec
+	metricsDropped *prometheus.CounterVec
 }
 
 // newWebhookMetrics registers every series, plus the Go and process collectors.
@@ -70,10 +71,13 @@ func newWebhookMetrics() *webhookMetrics {
 			Help: "Connections the webhook port holds (at most --max-connections)."}),
 		droppedConns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_connections_dropped_total",
 			Help: "Webhook connections closed by the connection limits, by reason: per_ip_cap (its address held --max-connections-per-ip), " +
-				"evicted (no review yet, closed to make room at --max-connections), probation (no review within " + reviewProbation.String() + " of accept)."}, []string{"reason"}),
+				"evicted (no valid review yet, closed to make room at --max-connections), probation (no valid review within " + reviewProbation.String() + " of accept)."}, []string{"reason"}),
+		metricsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "metrics_connections_dropped_total",
+			Help: "Metrics-port connections closed by its connection limits, by reason: per_ip_cap (its address held --metrics-max-connections-per-ip), " +
+				"evicted (the oldest, closed to make room at --metrics-max-connections)."}, []string{"reason"}),
 	}
 	m.Registry.MustRegister(m.requests, m.injected, m.skipped, m.denied, m.duration, m.badRequests, m.panics,
-		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors, m.openConns, m.droppedConns,
+		m.catalogReloads, m.catalogErrors, m.catalogOK, m.catalogInfo, m.certExpiry, m.certReloads, m.certErrors, m.openConns, m.droppedConns, m.metricsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

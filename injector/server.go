@@ -35,6 +35,9 @@ type Options struct {
 	// MetricsTimeouts bound the metrics port's connections (zero fields:
 	// serving.DefaultTimeouts).
 	MetricsTimeouts serving.Timeouts
+	// MetricsConns cap the metrics port's connections (zero fields:
+	// serving.DefaultMetricsMaxConnections and its per-address default).
+	MetricsConns serving.MetricsConns
 	// TrustedUsers may change what the injector owns in a pod on UPDATE: the
 	// injector's own service account, which keeps pods current.
 	TrustedUsers []string
@@ -80,6 +83,9 @@ func (c *Options) Validate() error {
 	case c.MaxConnections > 0 && c.MaxConnectionsPerIP > c.MaxConnections:
 		errs = append(errs, fmt.Errorf("--max-connections-per-ip (%d) must not be more than --max-connections (%d)", c.MaxConnectionsPerIP, c.MaxConnections))
 	}
+	if err := c.MetricsConns.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -102,7 +108,7 @@ const DefaultMaxConnectionsPerIP = 256
 // keep-alive connection and stays until IdleTimeout.
 const (
 	// reviewProbation is the longest a connection stays open without a
-	// POST /mutate (see serving.ConnLimits).
+	// valid review (see serving.ConnLimits and mutate).
 	reviewProbation = 10 * time.Second
 	// readHeaderTimeout also bounds the TLS handshake: http.Server gives a
 	// handshake the least of ReadHeaderTimeout, ReadTimeout and WriteTimeout.
@@ -195,18 +201,13 @@ func (s *Server) Ready() error {
 
 // WebhookHandler serves /mutate and /readyz. The kubelet probes the metrics
 // port; /readyz stays here for doctor, which checks an out-of-cluster
-// injector at the webhook's URL. A connection that only asks for /readyz (or
-// anything but a review) stays on probation: it is closed soon and is the
-// first to give up its slot.
+// injector at the webhook's URL. A connection that only asks for /readyz,
+// or sends /mutate anything but a review that decodes with a request UID,
+// stays on probation: it is closed soon and is the first to give up its slot.
 func (s *Server) WebhookHandler() http.Handler {
 	r := mux.NewRouter()
-	r.Handle("/mutate", http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// The API server's connection: kept past the probation and never
-		// evicted. Any pod can send a review too; the per-address cap is
-		// what bounds those.
-		serving.KeepConn(req.Context())
-		s.mutate(w, req)
-	})).Methods(http.MethodPost)
+	// mutate keeps the connection once its review decodes (handler.go).
+	r.HandleFunc("/mutate", s.mutate).Methods(http.MethodPost)
 	r.HandleFunc("/readyz", serving.ReadyHandler(s.Ready)).Methods(http.MethodGet, http.MethodHead)
 	return s.recoverer(r)
 }
@@ -336,7 +337,9 @@ func (s *Server) Serve(ctx context.Context, webhookLn, metricsLn net.Listener) e
 		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: 64 << 10, ConnState: s.countConns, HTTP2: http2Config,
 		ConnContext: serving.ConnContext}
-	ms := serving.MetricsServer(s.MetricsHandler(), s.cfg.MetricsTimeouts, errLog)
+	mc := s.cfg.MetricsConns
+	mc.OnDrop = func(r serving.DropReason) { s.metrics.metricsDropped.WithLabelValues(string(r)).Inc() }
+	ms := serving.NewMetricsServer(s.MetricsHandler(), serving.MetricsOptions{Timeouts: s.cfg.MetricsTimeouts, Conns: mc}, errLog)
 	limited := serving.LimitConns(webhookLn, serving.ConnLimits{Max: s.cfg.MaxConnections, PerIP: s.cfg.MaxConnectionsPerIP,
 		Probation: reviewProbation, OnDrop: func(r serving.DropReason) { s.metrics.droppedConns.WithLabelValues(string(r)).Inc() }})
 

@@ -66,6 +66,8 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	serverDirFlags(fs.FlagSet, &configDir, &opts.SocketDir)
 	workBase := fs.String("work-dir", envDefault(keys.EnvCMPWorkDir, os.TempDir()), "parent of the _cmp_server request dir, which is wiped at start (env "+keys.EnvCMPWorkDir+", else $TMPDIR)")
 	fs.StringVar(&opts.MetricsAddr, "metrics-addr", "", "if set, serve /healthz, /readyz and /metrics on this TCP address, e.g. :8081")
+	fs.IntVar(&opts.MetricsConns.Max, "metrics-max-connections", serving.DefaultMetricsMaxConnections, "connections the --metrics-addr port holds at once; a new one takes the slot of the oldest, so the kubelet's probe never waits behind idle ones")
+	fs.IntVar(&opts.MetricsConns.PerIP, "metrics-max-connections-per-ip", 0, "connections the --metrics-addr port holds from one client address, at most --metrics-max-connections; more are closed at once (0: "+strconv.Itoa(serving.DefaultMetricsMaxConnectionsPerIP)+", or --metrics-max-connections when lower)")
 	fs.DurationVar(&opts.ShutdownGrace, "shutdown-grace", opts.ShutdownGrace, "how long in-flight requests may finish after SIGTERM")
 	maxMsgMB := fs.Int("max-msg-size-mb", envInt(keys.EnvGRPCMaxSizeMB, 100), "gRPC message size limit in MiB (env "+keys.EnvGRPCMaxSizeMB+")")
 	fs.DurationVar(&opts.StreamIdleTimeout, "stream-idle-timeout", cmpserver.DefaultStreamIdleTimeout, "end a request stream that sends no message for this long (0 = never)")

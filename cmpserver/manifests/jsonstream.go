@@ -11,9 +11,9 @@ import (
 // A plugin printing one large JSON document cost about 8 × its size through
 // the generic splitter (the decoder's stream buffer, json.Decoder's own
 // buffer, the RawMessage copy, each grown by doubling). When the output is a
-// file (the stdout spool) made only of JSON objects and arrays, which is what
-// the generic splitter decides is JSON (a leading '{') and decodes value by
-// value, the values are found by a scan of their brackets instead, read once
+// file (the stdout spool) made only of JSON objects and arrays that the
+// generic splitter decides is JSON (a leading '{' within its sniff: one that
+// starts with an array is YAML to it) and decodes value by value, the values are found by a scan of their brackets instead, read once
 // into one buffer sized to the largest, validated, and handed to emit from
 // there: the largest document costs once its size, plus its copy in the
 // response. Any other output takes the generic path, with nothing emitted yet.
@@ -32,6 +32,11 @@ const maxJSONFastValues = 1 << 16
 // arrays separated by JSON white space, and reports whether it did; false
 // (with nothing emitted) leaves r to the generic splitter.
 func splitJSONValues(r sizedReaderAt, emit func(doc []byte) error) (bool, error) {
+	// The decoder reads a stream that starts with an array ("[0, 0,{}]") as
+	// YAML and re-marshals it; the brackets alone do not say JSON.
+	if isJSON, ok := decoderReadsJSON(r); !isJSON || !ok {
+		return false, nil
+	}
 	var largest int64
 	n := 0
 	ok := jsonExtents(r, func(off, size int64) bool {

@@ -53,6 +53,21 @@ func Split(r io.Reader, sink Sink) error {
 	return splitDecoded(r, sink.Add)
 }
 
+// decoderReadsJSON reports whether the generic path's decoder reads r as a
+// stream of JSON values: a '{' after white space within its first yamlSniff
+// bytes. Anything else, a stream that starts with a JSON array included, it
+// reads as YAML and re-marshals (white space dropped, keys sorted, numbers as
+// go-yaml reads them), so each fast path takes only the output the decoder
+// would read its way; ok is false when r cannot be read (the decoder then
+// gives the error).
+func decoderReadsJSON(r sizedReaderAt) (isJSON, ok bool) {
+	head := make([]byte, min(r.Size(), yamlSniff))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false, false
+	}
+	return utilyaml.IsJSONBuffer(head), true
+}
+
 // splitDecoded is the generic path: Kubernetes' YAML-or-JSON decoder, whose
 // answers the two fast paths (jsonstream.go, yamlstream.go) give byte for byte.
 func splitDecoded(r io.Reader, emit func(doc []byte) error) error {

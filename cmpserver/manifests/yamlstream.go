@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	yamlv2 "go.yaml.in/yaml/v2"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // One large YAML document cost about 26 × its size through Kubernetes'
@@ -43,11 +42,7 @@ const yamlSniff = 4096
 // as YAML from the start, and reports whether it did; false (with nothing
 // emitted) leaves r to the decoder.
 func splitYAMLDocuments(r sizedReaderAt, sink Sink) (bool, error) {
-	head := make([]byte, min(r.Size(), yamlSniff))
-	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
-		return false, nil
-	}
-	if utilyaml.IsJSONBuffer(head) {
+	if isJSON, ok := decoderReadsJSON(r); isJSON || !ok {
 		return false, nil
 	}
 	text := &documentReader{br: bufio.NewReaderSize(nil, 16<<10)}

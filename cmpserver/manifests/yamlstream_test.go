@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	yamlv2 "go.yaml.in/yaml/v2"
@@ -132,6 +133,15 @@ var yamlSeeds = []string{
 	"a: 1\n---\n{\"b\": 2}\n",
 	"\u0085a: 1\n",
 	"1: a\n\"1\": b\n",
+	// A stream whose first value is a JSON array is YAML to the decoder
+	// (only a leading '{' makes it JSON), so it is re-marshalled: white
+	// space dropped, keys sorted, numbers as go-yaml reads them (issue 37).
+	"[0, 0,{}]",
+	"[{\"b\": 1, \"a\": 2}]\n{\"c\": 1.0}\n",
+	"[1.0, \"<\"]\n",
+	// A '{' past the decoder's sniff is YAML to it too.
+	strings.Repeat(" ", yamlSniff) + "{\"b\": 1, \"a\": 2}\n",
+	strings.Repeat("\n", yamlSniff-1) + "{\"b\": 1, \"a\": 2}\n",
 }
 
 // TestYAMLFastPathMatchesTheDecoder runs the seeds as a plain test.

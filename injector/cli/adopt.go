@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -11,10 +10,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
-
-// maxAdoptInput bounds what adopt reads: argo-helm's whole render is a few
-// hundred KiB.
-const maxAdoptInput = 64 << 20
 
 // copyImageRepository is the cmp-server image the chart's copy init
 // container runs (charts/cmp-injector values catalog.copyImage).
@@ -40,7 +35,7 @@ func adoptCmd(_ context.Context, args []string, stdio serving.IO) error {
 	if *in == "" || *outDir == "" {
 		return fs.Errorf("-f and --out-dir are required")
 	}
-	data, err := readInput(*in, stdio.Stdin)
+	data, err := readInput("adopt", *in, stdio.Stdin)
 	if err != nil {
 		return err
 	}
@@ -66,24 +61,4 @@ func adoptCmd(_ context.Context, args []string, stdio serving.IO) error {
 		return fmt.Errorf("something essential was not carried over: see the report")
 	}
 	return nil
-}
-
-func readInput(name string, stdin io.Reader) ([]byte, error) {
-	r := stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxAdoptInput+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxAdoptInput {
-		return nil, fmt.Errorf("%s: larger than %d MiB", name, maxAdoptInput>>20)
-	}
-	return data, nil
 }

@@ -60,8 +60,10 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "longest wait for in-flight reviews on shutdown")
 	var trusted stringList
 	fs.Var(&trusted, "trusted-user", "user allowed to change what the injector owns in a pod on UPDATE, e.g. its own service account (repeatable)")
-	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; a new one takes the slot of the oldest that has sent no review yet, and waits to be accepted when all have")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", injector.DefaultMaxConnections, "connections the webhook port holds at once; a new one takes the slot of the oldest that has sent no valid review yet, and waits to be accepted when all have")
 	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", 0, "connections the webhook port holds from one client address, at most --max-connections; more are closed at once, so one pod cannot take every slot (0: "+strconv.Itoa(injector.DefaultMaxConnectionsPerIP)+", or --max-connections when lower; kube-apiserver keeps at most 25 idle connections per webhook host)")
+	fs.IntVar(&cfg.MetricsConns.Max, "metrics-max-connections", serving.DefaultMetricsMaxConnections, "connections the metrics port (--metrics-listen) holds at once; a new one takes the slot of the oldest, so the kubelet's probe never waits behind idle ones")
+	fs.IntVar(&cfg.MetricsConns.PerIP, "metrics-max-connections-per-ip", 0, "connections the metrics port holds from one client address, at most --metrics-max-connections; more are closed at once (0: "+strconv.Itoa(serving.DefaultMetricsMaxConnectionsPerIP)+", or --metrics-max-connections when lower)")
 	logLevel := zapcore.InfoLevel
 	fs.Var(&logLevel, "log-level", "debug, info, warn or error")
 	logFlush := fs.Duration("log-flush-interval", time.Second, "longest time a log line waits in memory before it is written: lines go out in batches, which saves a system call per review under load, and at once for warnings, errors and on exit (0 = each line at once)")

@@ -176,6 +176,8 @@ func TestServeRejectsBadValues(t *testing.T) {
 		{[]string{"--max-connections=-1"}, "--max-connections must be at least 1, got -1"},
 		{[]string{"--max-connections-per-ip=-1"}, "--max-connections-per-ip must be at least 1, got -1"},
 		{[]string{"--max-connections=10", "--max-connections-per-ip=11"}, "--max-connections-per-ip (11) must not be more than --max-connections (10)"},
+		{[]string{"--metrics-max-connections=-1"}, "--metrics-max-connections must be at least 1"},
+		{[]string{"--metrics-max-connections=10", "--metrics-max-connections-per-ip=11"}, "--metrics-max-connections-per-ip (11) must not be more than --metrics-max-connections (10)"},
 		{[]string{"--shutdown-delay=-1s"}, "--shutdown-delay and --shutdown-timeout must not be negative"},
 		{[]string{"--log-flush-interval=-1s"}, "--log-flush-interval must not be negative, got -1s"},
 	} {

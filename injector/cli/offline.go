@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
@@ -43,16 +43,11 @@ func offline(name string, args []string, stdio serving.IO) error {
 	for _, w := range cat.Warnings {
 		fmt.Fprintf(stdio.Stderr, "warning: catalog %s: %s\n", *catFile, w)
 	}
-	r := stdio.Stdin
-	if *in != "-" {
-		f, err := os.Open(*in)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
+	data, err := readInput(name, *in, stdio.Stdin)
+	if err != nil {
+		return err
 	}
-	objs, err := inject.IntoResources(r, cat, *ns)
+	objs, err := inject.IntoResources(bytes.NewReader(data), cat, *ns)
 	if err != nil {
 		return err
 	}

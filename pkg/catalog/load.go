@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
 // Load reads and validates a catalog file.
@@ -30,7 +32,9 @@ func Load(path string) (*Catalog, error) {
 // Parse decodes a catalog strictly (unknown and duplicate keys are errors) and
 // validates it. Every problem is reported in one *validationError.
 func Parse(data []byte) (*Catalog, error) {
-	js, err := yaml.YAMLToJSONStrict(data)
+	// An env var named N or on is the text, not a YAML 1.1 boolean, and so
+	// is a parameter named N of an inline plugin.yaml.
+	js, err := yaml.YAMLToJSONStrict(pluginconfig.QuoteYAML11Words(data, reflect.TypeOf(catalogFile{}), reflect.TypeOf(pluginconfig.Plugin{})))
 	if err != nil {
 		return nil, &validationError{Problems: []string{yamlProblem(err)}}
 	}

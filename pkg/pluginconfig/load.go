@@ -50,7 +50,9 @@ func Decode(data []byte) (*Plugin, []string, error) {
 // Key matching is case-insensitive, as in Argo CD (encoding/json semantics); a key
 // spelled with another case is accepted and reported.
 func Parse(data []byte) (*Plugin, []string, error) {
-	jsonData, err := yaml.YAMLToJSON(data)
+	// A parameter named N or a command argument on is the text, not a
+	// YAML 1.1 boolean (yamlwords.go).
+	jsonData, err := yaml.YAMLToJSON(QuoteYAML11Words(data, reflect.TypeOf(Plugin{}), nil))
 	if err != nil {
 		return nil, nil, fmt.Errorf("invalid YAML: %w", err)
 	}

@@ -17,8 +17,8 @@ import (
 // addresses 127.0.0.2 and up (the whole 127/8 is loopback on Linux), so a test's
 // own requests, and an API server's on 127.0.0.1, come from an address of
 // their own. Every third connection is plain TCP that never starts TLS; the
-// others finish the handshake, ask for /healthz over HTTP/1.1, read the answer
-// and stay idle. With Reconnect, a worker whose connection is closed opens a
+// others finish the handshake, send one request over HTTP/1.1 (GET /healthz,
+// or FloodOptions.Request), read the answer and stay idle. With Reconnect, a worker whose connection is closed opens a
 // new one, as the attack run on the webhook did.
 type Flood struct {
 	cancel context.CancelFunc
@@ -33,6 +33,10 @@ type FloodOptions struct {
 	Workers   int
 	Sources   int // at most 250
 	Reconnect bool
+	// Request is the raw HTTP/1.1 request each TLS connection sends once
+	// ("": GET /healthz, and every third connection plain TCP). With a
+	// Request set every connection is TLS and sends it.
+	Request string
 }
 
 // StartFlood starts o.Workers workers against addr; t's cleanup stops them.
@@ -43,15 +47,19 @@ func StartFlood(t testing.TB, addr string, o FloodOptions) *Flood {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Flood{cancel: cancel, conns: map[net.Conn]struct{}{}}
+	request := o.Request
+	if request == "" {
+		request = "GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n"
+	}
 	for i := 0; i < o.Workers; i++ {
 		src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%o.Sources))}
-		plain := i%3 == 0
+		plain := i%3 == 0 && o.Request == ""
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
 			first := true
 			for ctx.Err() == nil {
-				f.once(ctx, addr, src, plain, &first)
+				f.once(ctx, addr, src, plain, request, &first)
 				if !o.Reconnect {
 					return
 				}
@@ -74,7 +82,7 @@ func (f *Flood) Dialed() int { return int(f.dialed.Load()) }
 
 // once opens one connection and holds it until the server closes it or the
 // flood stops.
-func (f *Flood) once(ctx context.Context, addr string, src *net.TCPAddr, plain bool, first *bool) {
+func (f *Flood) once(ctx context.Context, addr string, src *net.TCPAddr, plain bool, request string, first *bool) {
 	d := net.Dialer{LocalAddr: src, Timeout: 5 * time.Second}
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if *first {
@@ -104,7 +112,7 @@ func (f *Flood) once(ctx context.Context, addr string, src *net.TCPAddr, plain b
 		// has not accepted yet does not hold the worker forever.
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}) //nolint:gosec // an attacker does not verify
-		if _, err := io.WriteString(tc, "GET /healthz HTTP/1.1\r\nHost: webhook\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(tc, request); err != nil {
 			return
 		}
 		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
