@@ -52,3 +52,50 @@ func TestSymlinkChainOverHopLimit(t *testing.T) {
 		t.Fatalf("got %v, want fan/0 refused for too many levels of symlinks", err)
 	}
 }
+
+// Beyond the budget the extraction fails and says which limit it hit.
+func TestSymlinkStepsBudget(t *testing.T) {
+	tgz := fanOutTgz(t, 10, 100)
+	err := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: DefaultLimits(), linkSteps: 200})
+	want := "resolving the repository's 110 symlinks takes more than 200 steps (path components walked and links followed; limit of cmp-server)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
+	}
+	if err := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: DefaultLimits(), linkSteps: 1000}); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+}
+
+// Remembering results keeps the refusals: a cycle, and a chain over the hop
+// limit whose first part was resolved (and remembered) for another link.
+// (Targets are recreated lexically resolved inside the repository, so an
+// escape through a chain cannot be built from a tarball; the check stays.)
+func TestSymlinkRefusalsWithRememberedResults(t *testing.T) {
+	for name, c := range map[string]struct {
+		entries []tartest.Entry
+		want    string
+	}{
+		"cycle": {[]tartest.Entry{tartest.Symlink("a", "b"), tartest.Symlink("b", "a"), tartest.Symlink("c", "a")},
+			"has too many levels of symlinks"},
+		"hop limit after a remembered link": {append(chain(30), tartest.Symlink("m", "l30"), tartest.Dir("e"),
+			tartest.Symlink("e/l1", "../m"), tartest.Symlink("e/l2", "l1"), tartest.Symlink("e/l3", "l2"),
+			tartest.Symlink("e/l4", "l3"), tartest.Symlink("e/l5", "l4"), tartest.Symlink("e/l6", "l5"),
+			tartest.Symlink("e/l7", "l6"), tartest.Symlink("e/l8", "l7"), tartest.Symlink("e/l9", "l8"),
+			tartest.Symlink("e/l10", "l9")),
+			`"e/l10" has too many levels of symlinks`},
+	} {
+		err := extractTgz(bytes.NewReader(tartest.Tgz(t, c.entries...)), t.TempDir(), DefaultLimits(), false)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// chain is end plus n links, l1 -> end, li -> l(i-1).
+func chain(n int) []tartest.Entry {
+	entries := []tartest.Entry{tartest.File("end", "x"), tartest.Symlink("l1", "end")}
+	for i := 2; i <= n; i++ {
+		entries = append(entries, tartest.Symlink(fmt.Sprintf("l%d", i), fmt.Sprintf("l%d", i-1)))
+	}
+	return entries
+}
