@@ -74,8 +74,12 @@ func countYAMLTokens(r io.Reader, limit int) (int, error) {
 			}
 			line = long
 		}
-		if len(line) > 0 {
-			s.line(line)
+		for len(line) > 0 {
+			// go-yaml also ends a line at '\r', NEL, LS and PS: a block
+			// scalar's header must not hide the lines after one.
+			n := lineEnd(line)
+			s.line(line[:n])
+			line = line[n:]
 			if s.n > limit {
 				return s.n, nil
 			}
@@ -254,4 +258,30 @@ func trimBlank(line []byte) []byte {
 		line = line[1:]
 	}
 	return line
+}
+
+// lineEnd is the length of the first line of b, its break included: YAML's
+// breaks are '\n', '\r' (alone or before '\n'), NEL (U+0085), LS (U+2028)
+// and PS (U+2029).
+func lineEnd(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			return i + 1
+		case '\r':
+			if i+1 < len(b) && b[i+1] == '\n' {
+				return i + 2
+			}
+			return i + 1
+		case 0xC2:
+			if i+1 < len(b) && b[i+1] == 0x85 {
+				return i + 2
+			}
+		case 0xE2:
+			if i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+				return i + 3
+			}
+		}
+	}
+	return len(b)
 }

@@ -130,6 +130,8 @@ var tokenSeeds = []string{
 	"a: >-\n  folded\n  text\nb: &x !!str c\n",
 	"- \n-\n- ''\n",
 	"[[], {}, [[]]]\n",
+	"x: |\rk1: v\rk2: v\rk3:\r",
+	"x: >\u0085k1: v\u2028k2: v\u2029k3:\n",
 }
 
 // FuzzYAMLTokensBoundNodes: whatever go-yaml decodes has at most 2 values
