@@ -191,10 +191,10 @@ func (x *extractor) run(gz io.Reader) error {
 	// entry (e.g. a dangling component that becomes a link), so links are
 	// resolved against the finished tree only, where each is resolved once
 	// (links.go).
-	lr := newLinkResolver(x.dest, x.linkSteps)
+	lr := newLinkResolver(x.dest, x.realDirs, len(x.symlinks), x.linkSteps)
 	defer func() { x.stats.linkSteps, x.stats.lstats = lr.steps, lr.lstats }()
 	for _, rel := range x.symlinks {
-		if err := lr.check(rel, len(x.symlinks)); err != nil {
+		if err := lr.check(rel); err != nil {
 			return err
 		}
 	}

@@ -102,3 +102,33 @@ func chain(n int) []tartest.Entry {
 	}
 	return entries
 }
+
+// A link that leads nowhere is remembered within maxDanglingBytes (its path
+// is nobody else's name); beyond, links to the end of a dangling chain each
+// walk the chain again, and the budget stops that.
+func TestSymlinkDanglingFanOut(t *testing.T) {
+	entries := []tartest.Entry{tartest.Symlink("l1", "gone")}
+	for i := 2; i <= 39; i++ {
+		entries = append(entries, tartest.Symlink(fmt.Sprintf("l%d", i), fmt.Sprintf("l%d", i-1)))
+	}
+	for i := range 100 {
+		entries = append(entries, tartest.Symlink(fmt.Sprintf("f%d", i), "l39"))
+	}
+	tgz := tartest.Tgz(t, entries...)
+	var stats extractStats
+	if err := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: DefaultLimits(), linkSteps: 2000, stats: &stats}); err != nil {
+		t.Fatalf("remembered: %v", err)
+	}
+	t.Logf("139 links to a dangling chain, remembered: %d steps", stats.linkSteps)
+	defer func(saved int) { danglingCap = saved }(danglingCap)
+	danglingCap = 0
+	err := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: DefaultLimits(), linkSteps: 2000, stats: &stats})
+	t.Logf("139 links to a dangling chain: %d steps, %v", stats.linkSteps, err)
+	if err == nil || !strings.Contains(err.Error(), "resolving the repository's 139 symlinks takes more than 2000 steps") {
+		t.Fatalf("got %v, want the budget's refusal", err)
+	}
+	if err := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: DefaultLimits(), stats: &stats}); err != nil {
+		t.Fatalf("within the default budget: %v", err)
+	}
+	t.Logf("not remembered, with the default budget: %d steps", stats.linkSteps)
+}
