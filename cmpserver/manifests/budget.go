@@ -15,9 +15,11 @@ import (
 // 512 MiB sidecar. Nothing in go-yaml bounds it, so each YAML document is
 // first scanned for its tokens (scalars, indicators that make a node), a
 // cheap pass over the text that holds nothing, and a document with more than
-// maxYAMLDocumentTokens is refused before it is parsed. A node takes at least
-// one of those tokens, except an empty value or key, which comes with one, so
-// a document within the budget has at most 2 × maxYAMLDocumentTokens nodes.
+// maxYAMLDocumentTokens is refused before it is parsed. A block key's value
+// is counted as a token when it is not on the key's line (an empty value or a
+// collection below), so in block style a node is a token; in flow style an
+// empty value comes with a token of its own, so a document within the budget
+// has at most 2 × maxYAMLDocumentTokens nodes (FuzzYAMLTokensBoundNodes).
 
 // maxYAMLDocumentTokens bounds the tokens of one YAML document of a generate
 // output: at about 230 bytes of heap per token for the densest YAML (short
@@ -56,7 +58,8 @@ func checkYAMLTokens(r sizedReaderAt, budget int) error {
 // that exceeds limit (then limit+1). A token is a scalar (plain: up to ": ",
 // " #" or the line's end; quoted: to its closing quote, over lines), an
 // alias, anchor or tag, a block entry "-", a "?", a ':' that follows no key
-// (an empty key), a flow collection's start, or a ',' in one. Comments and
+// (an empty key) or ends a block key's line (a value below, or none), a flow
+// collection's start, or a ',' in one. Comments and
 // the lines of block scalars ("|", ">") count nothing. The count errs on the
 // high side where YAML is ambiguous without a parser (a plain scalar's
 // continuation lines, a block scalar on a line of its own), never the low.
@@ -172,6 +175,11 @@ func (s *tokenScanner) line(line []byte) {
 			// without one it is an empty key's.
 			if s.keyPending {
 				s.parent = s.keyCol
+				if s.flow == 0 && restBlank(line, i+1) {
+					// The value is on the lines below or empty: its node
+					// (a collection, or null) has no token of its own.
+					s.n++
+				}
 			} else {
 				s.n++
 				s.parent = i
@@ -284,4 +292,18 @@ func lineEnd(b []byte) int {
 		}
 	}
 	return len(b)
+}
+
+// restBlank reports whether line has nothing but blanks or a comment from i.
+func restBlank(line []byte, i int) bool {
+	for ; i < len(line); i++ {
+		switch line[i] {
+		case ' ', '\t':
+		case '\n', '\r', '#':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
 }
