@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -149,12 +150,16 @@ func FuzzYAMLTokensBoundNodes(f *testing.F) {
 		if yamlv2.Unmarshal(text, &v) != nil {
 			return
 		}
-		tokens, err := countYAMLTokens(bytes.NewReader(text), 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if values := yamlValues(v); values > 2*tokens+2 {
-			t.Fatalf("%q: %d values decoded, %d tokens counted", text, values, tokens)
+		values := yamlValues(v)
+		// Whole lines, and lines cut into pieces of 14 bytes.
+		for _, window := range []int{16 << 10, 16} {
+			tokens, err := countYAMLTokensWindow(bytes.NewReader(text), 1<<30, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if values > 2*tokens+2 {
+				t.Fatalf("%q: %d values decoded, %d tokens counted (window %d)", text, values, tokens, window)
+			}
 		}
 	})
 }
@@ -177,5 +182,44 @@ func TestTokensSkipText(t *testing.T) {
 	// data (its value below) app.conf | dashboard.json "…" last '…'
 	if n != 16 {
 		t.Errorf("%d tokens, want 16", n)
+	}
+}
+
+// TestTokensLongLine: a line longer than the scanner's window (a large value)
+// is scanned in pieces, never held, and what a piece boundary cuts (a plain
+// scalar with a quote or '|' in it, a backslash escape, the indentation) does
+// not hide the keys that follow.
+func TestTokensLongLine(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("a: ")
+	for b.Len() < 8<<20 {
+		b.WriteString("x'|#\\\"") // x ' | # \ ": in a plain scalar none is special
+	}
+	b.WriteString("\nb: \"")
+	for b.Len() < 16<<20 {
+		b.WriteString(`\\\"'#`)
+	}
+	b.WriteString("\"\n")
+	b.WriteString(strings.Repeat(" ", 40000) + "c: d\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "k%d: v\n", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	n, err := countYAMLTokens(bytes.NewReader(b.Bytes()), 1<<30)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%.1f MiB of text, lines of 8 MiB: %d tokens, %d bytes allocated", float64(b.Len())/(1<<20), n, allocated)
+	// a, the plain value (and one more per 16 KiB piece it spans), b, its
+	// quoted value, c, d and the 1,000 keys' 2,000 tokens.
+	if n < 2006 {
+		t.Errorf("%d tokens, want at least 2,006: a piece boundary hid some", n)
+	}
+	if allocated > 1<<20 {
+		t.Errorf("%d bytes allocated to scan, want the window only", allocated)
 	}
 }
