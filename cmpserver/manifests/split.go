@@ -47,7 +47,14 @@ func Split(r io.Reader, sink Sink) error {
 		if done, err := splitYAMLDocuments(ra, sink); done {
 			return err
 		}
-		// The generic path reads from the start.
+		// The generic path reads from the start. When the decoder will
+		// read YAML, every YAML document is held to the fast path's budget
+		// first (budget.go).
+		if decoderReadsYAML(ra) {
+			if err := checkYAMLTokens(ra, maxYAMLDocumentTokens); err != nil {
+				return err
+			}
+		}
 		r = io.NewSectionReader(ra, 0, ra.Size())
 	}
 	return splitDecoded(r, sink.Add)
@@ -89,4 +96,24 @@ func splitDecoded(r io.Reader, emit func(doc []byte) error) error {
 			return err
 		}
 	}
+}
+
+// decoderReadsYAML reports whether Kubernetes' decoder will read some of r
+// as YAML: it reads JSON values while they decode, and once it has two it
+// never switches (a later error is the answer); a failure before that
+// switches it to YAML.
+func decoderReadsYAML(r sizedReaderAt) bool {
+	dec := json.NewDecoder(bufio.NewReaderSize(io.NewSectionReader(r, 0, r.Size()), 64<<10))
+	for range 2 {
+		var skip struct{}
+		if err := dec.Decode(&skip); errors.Is(err, io.EOF) {
+			return false
+		} else if err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -46,7 +46,16 @@ func splitYAMLDocuments(r sizedReaderAt, sink Sink) (bool, error) {
 		return false, nil
 	}
 	text := &documentReader{br: bufio.NewReaderSize(nil, 16<<10)}
+	doc := 0
 	err := yamlDocumentExtents(r, func(start, end int64) error {
+		doc++
+		// Counted before go-yaml holds it (budget.go).
+		text.reset(r, start, end)
+		if n, err := countYAMLTokens(text, maxYAMLDocumentTokens); err != nil {
+			return err
+		} else if n > maxYAMLDocumentTokens {
+			return errTooManyTokens(doc, start, end, maxYAMLDocumentTokens)
+		}
 		text.reset(r, start, end)
 		out, err := yamlDocumentJSON(text)
 		if err != nil {

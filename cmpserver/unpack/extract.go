@@ -3,6 +3,7 @@ package unpack
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +33,6 @@ func DefaultLimits() Limits {
 	return Limits{MaxCompressedBytes: 1 << 30, MaxExtractedBytes: 4 << 30, MaxFiles: 1_000_000}
 }
 
-// maxSymlinkHops bounds symlink resolution, like the kernel's ELOOP limit.
-const maxSymlinkHops = 40
-
 // extractor unpacks one repository tarball into dest. Entries may only be regular
 // files, directories and symlinks (what Argo CD's client sends); names must be
 // relative without "..", no entry may be written through a symlink, and every
@@ -58,6 +56,9 @@ type extractor struct {
 	symlinks []string     // relative symlink paths, re-checked at the end
 	buf      []byte       // file contents pass through it, one write per file up to its size
 	writers  *fileWriters // small files are written on other cores (nil: inline)
+	stats    extractStats
+	// linkSteps bounds the work of resolving the links (maxSymlinkSteps).
+	linkSteps int
 }
 
 // barrier waits for every queued file to be written.
@@ -89,6 +90,16 @@ type extractOptions struct {
 	// directory once the tree is complete (a tree shared between requests).
 	readOnly bool
 	gate     func(int64) error // see extractor.gate
+	// stats, if set, is given the extraction's counts (tests).
+	stats *extractStats
+	// linkSteps replaces maxSymlinkSteps when > 0 (tests).
+	linkSteps int
+}
+
+// extractStats counts the work of resolving symlinks, which tests bound.
+type extractStats struct {
+	linkSteps int // path components walked and links followed
+	lstats    int // Lstat calls made to resolve links
 }
 
 // extractTgzWith is extractTgz with options.
@@ -107,6 +118,10 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 		defer x.writers.close()
 	}
 	x.readOnly = o.readOnly
+	x.linkSteps = cmp.Or(o.linkSteps, maxSymlinkSteps)
+	if o.stats != nil {
+		defer func() { *o.stats = x.stats }()
+	}
 	if err := x.run(gz); err != nil {
 		return err
 	}
@@ -173,10 +188,13 @@ func (x *extractor) run(gz io.Reader) error {
 		return err
 	}
 	// A symlink that was harmless when created can be made to escape by a later
-	// entry (e.g. a dangling component that becomes a link), so all links are
-	// resolved again against the finished tree.
+	// entry (e.g. a dangling component that becomes a link), so links are
+	// resolved against the finished tree only, where each is resolved once
+	// (links.go).
+	lr := newLinkResolver(x.dest, x.realDirs, len(x.symlinks), x.linkSteps)
+	defer func() { x.stats.linkSteps, x.stats.lstats = lr.steps, lr.lstats }()
 	for _, rel := range x.symlinks {
-		if _, err := x.resolve(rel); err != nil {
+		if err := lr.check(rel); err != nil {
 			return err
 		}
 	}
@@ -440,53 +458,11 @@ func (x *extractor) symlink(rel, target string) error {
 	if err := os.Symlink(linkTarget, abs); err != nil {
 		return fmt.Errorf("error extracting %q: %w", filepath.ToSlash(rel), err)
 	}
+	// Where the link finally leads is checked once the tree is complete
+	// (run): until then a later entry can change it, and resolving every
+	// link as it arrives cost each one its whole chain again.
 	x.symlinks = append(x.symlinks, rel)
-	if _, err := x.resolve(rel); err != nil {
-		return err
-	}
 	return nil
-}
-
-// resolve follows rel through the extracted tree like the kernel would and
-// returns the relative path it finally names; it fails if any step leaves dest.
-// Missing components are taken lexically.
-func (x *extractor) resolve(rel string) (string, error) {
-	var stack []string // resolved components of the current directory
-	pending := splitPath(rel)
-	hops := 0
-	for len(pending) > 0 {
-		part := pending[0]
-		pending = pending[1:]
-		switch part {
-		case ".":
-			continue
-		case "..":
-			if len(stack) == 0 {
-				return "", fmt.Errorf("illegal filepath in symlink: %q resolves outside the repository", filepath.ToSlash(rel))
-			}
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		cur := filepath.Join(append([]string{x.dest}, append(stack, part)...)...)
-		fi, err := os.Lstat(cur)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			stack = append(stack, part)
-			continue
-		}
-		hops++
-		if hops > maxSymlinkHops {
-			return "", fmt.Errorf("illegal filepath in symlink: %q has too many levels of symlinks", filepath.ToSlash(rel))
-		}
-		target, err := os.Readlink(cur)
-		if err != nil {
-			return "", fmt.Errorf("error resolving %q: %w", filepath.ToSlash(rel), err)
-		}
-		if filepath.IsAbs(target) {
-			return "", fmt.Errorf("illegal filepath in symlink: %q passes through an absolute link", filepath.ToSlash(rel))
-		}
-		pending = append(splitPath(target), pending...)
-	}
-	return filepath.Join(stack...), nil
 }
 
 func splitPath(p string) []string {

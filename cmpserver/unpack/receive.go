@@ -87,6 +87,9 @@ type Receiver struct {
 	// when the last message arrived (unix nanoseconds), kept only then.
 	watched bool
 	lastMsg atomic.Int64
+	// sent is set once the client has sent its whole stream (Recv's EOF):
+	// from then on nothing is waited for from it.
+	sent atomic.Bool
 	// mu orders the start of the extraction with the watcher giving up:
 	// once abandoned, nothing is unpacked (into a tree the caller may have
 	// released); un, once started, is stopped by the watcher on idle.
@@ -240,6 +243,9 @@ func (r *Receiver) recv() (*pluginpb.AppStreamRequest, error) {
 	msg, err := r.stream.Recv()
 	if r.watched {
 		r.lastMsg.Store(time.Now().UnixNano())
+		if errors.Is(err, io.EOF) {
+			r.sent.Store(true)
+		}
 	}
 	return msg, err
 }
@@ -271,6 +277,14 @@ func (r *Receiver) watch(phase func() (*Repo, error)) (*Repo, error) {
 		case res := <-done:
 			return res.repo, res.err
 		case <-timer.C:
+			if r.sent.Load() {
+				// The client has sent everything: what is still running is
+				// the extraction, bounded by the limits (and links.go's
+				// budget), whose own error or success is the answer. Calling
+				// it a client that stopped sending would hide it.
+				res := <-done
+				return res.repo, res.err
+			}
 			if quiet := time.Since(time.Unix(0, r.lastMsg.Load())); quiet < idle {
 				timer.Reset(idle - quiet)
 				continue

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
 	"testing"
 	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 )
 
 // TestSpoolReaderFollowsWriter: the extraction's reader waits for the
@@ -67,5 +70,42 @@ func TestSpoolReaderFollowsWriter(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("reader still waiting after abort")
+	}
+}
+
+// eofStream is a client that has sent everything.
+type eofStream struct{}
+
+func (eofStream) Context() context.Context                  { return context.Background() }
+func (eofStream) Recv() (*pluginpb.AppStreamRequest, error) { return nil, io.EOF }
+
+// Once the client has sent the whole stream, a long extraction is not a
+// client that stopped sending: the extraction's own error reaches the client
+// (issue 37 item 8: 999,000 symlinks ended with "no message on the stream for
+// 1m0s: the client stopped sending"). The phase stands in for an extraction
+// still running long after the last message: it waits, boundedly, for the
+// watcher to give up on the request, which it must not.
+func TestIdleBoundEndsWithTheStream(t *testing.T) {
+	t.Parallel()
+	r := NewReceiver(eofStream{}, DefaultLimits(), time.Millisecond)
+	unpackErr := errors.New("error decompressing tgz file: the extraction's own error")
+	_, err := r.watch(func() (*Repo, error) {
+		if _, err := r.recv(); !errors.Is(err, io.EOF) {
+			t.Errorf("recv: %v", err)
+		}
+		r.lastMsg.Store(0) // the last message came long ago
+		for range 200 {
+			r.mu.Lock()
+			abandoned := r.abandoned
+			r.mu.Unlock()
+			if abandoned {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil, unpackErr
+	})
+	if !errors.Is(err, unpackErr) {
+		t.Fatalf("got %v, want the extraction's error", err)
 	}
 }
