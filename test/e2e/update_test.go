@@ -46,6 +46,9 @@ func TestUpdatesOfInjectedPods(t *testing.T) {
 		{"config annotation", fmt.Sprintf(`{"metadata":{"annotations":{%q:"kind: ConfigManagementPlugin\nspec: {generate: {command: [sh, -c, id]}}"}}}`,
 			keys.ConfigAnnotationPrefix+"helm"), false, `differs from plugin "helm"'s config`},
 		{"status annotation", fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, keys.StatusAnnotation), false, "must not be changed or removed"},
+		// Would make the reconciler restart the Deployment (rollout: auto).
+		{"plugins annotation", fmt.Sprintf(`{"metadata":{"annotations":{%q:"helm,kustomize"}}}`, keys.PluginsAnnotation), false,
+			`annotation "cmp-injector.io/plugins" of an injected pod must not be changed`},
 		{"a label", `{"metadata":{"labels":{"team":"a"}}}`, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
