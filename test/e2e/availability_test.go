@@ -55,6 +55,9 @@ func TestOnlyRepoServersReachTheWebhook(t *testing.T) {
 		pod.Labels[keys.InjectLabel] = keys.EnabledValue
 		pod.Name = "p"
 		pod.GenerateName = ""
+		// The API server's ServiceAccount plugin, which runs before the
+		// webhooks, would refuse a service account this namespace lacks.
+		pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount = "", ""
 		want := inject.Inject(pod, ns, cat)
 		repoServer := len(want.Reasons) == 0 || want.Reasons[0] != inject.ReasonNotRepoServer
 		_, err := c.CreatePod(ns, pod, true)
@@ -77,7 +80,9 @@ func TestOnlyRepoServersReachTheWebhook(t *testing.T) {
 	}
 	t.Logf("%d pods: %d repo-servers refused with the injector down, %d others created without calling it, %d others refused by validation",
 		len(pods), reached, created, other)
-	if reached < 20 || created < 20 {
+	// The golden inputs hold every Argo CD release's repo-server and
+	// argo-helm's other workloads (global.podLabels): at least these many.
+	if reached < 50 || created < 10 {
 		t.Errorf("too few pods of a kind to prove anything: %d repo-servers, %d others created", reached, created)
 	}
 }
@@ -91,7 +96,7 @@ type namedPod struct {
 // tests' inputs.
 func goldenInputPods(t *testing.T) []namedPod {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(env.root, "injector", "testdata", "golden", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(env.repo, "injector", "testdata", "golden", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +213,13 @@ func TestSelfExclusionIsNotALabel(t *testing.T) {
 	if err := env.cp.Client().CreateNamespace(harnessReleaseNamespace, enabledNS); err != nil && !strings.Contains(err.Error(), "AlreadyExists") {
 		t.Fatal(err)
 	}
+	c := env.cp.Client()
+	for _, n := range []string{harnessReleaseNamespace, ns} {
+		sa := map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{"name": "cmp-injector"}}
+		if err := c.Apply("/api/v1/namespaces/"+n+"/serviceaccounts", "cmp-injector", sa); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := in.Stop(); err != nil {
 		t.Logf("injector exit: %v", err)
 	}
@@ -216,7 +228,6 @@ func TestSelfExclusionIsNotALabel(t *testing.T) {
 	self.Name = "cmp-injector-self"
 	self.Labels = map[string]string{keys.InjectLabel: keys.EnabledValue, "app.kubernetes.io/name": "cmp-injector"}
 	self.Spec.ServiceAccountName = "cmp-injector"
-	c := env.cp.Client()
 	if _, err := c.CreatePod(harnessReleaseNamespace, self.DeepCopy(), true); err != nil {
 		t.Errorf("the injector's own pod waited for the injector: %v", err)
 	}
