@@ -23,17 +23,18 @@ import (
 // credentials the Application's repository carries, through Argo CD's own
 // repo-server: its askpass server hands them out by nonce on the socket the
 // injector shared with that sidecar, and git in the plugin asks the plugin
-// server, which stands in for Argo CD's askpass binary. A plugin whose
-// plugin.yaml asks for credentials the same way, but without the consent,
-// gets a nonce it cannot redeem, and the clone fails.
+// server, which stands in for Argo CD's askpass binary. A plugin that does
+// not ask gets nothing, and one whose ConfigMap plugin.yaml asks without the
+// entry's consent is given no path to the socket.
 func TestGitCredentialsForPlugins(t *testing.T) {
 	user, password := "alice", randomHex(t)
 	private := privateGitServer(t, user, password)
-	rels, err := harness.ArgoReleases()
+	// provideGitCreds arrived in Argo CD v2.14: the newest release.
+	rel, err := harness.NewestArgoRelease()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := rels[0]
+	rels := []harness.ArgoRelease{rel}
 	startInjector(t, gitCredsCatalog(t, private))
 	ns := newNamespace(t, "gitcreds", enabledNS)
 	waitActive(t, ns)
@@ -41,7 +42,7 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	// The configMap config, which the catalog cannot read: it asks for
 	// credentials without the entry's consent.
 	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "git-nocreds"},
-		"data": map[string]any{keys.PluginConfigFile: gitPluginConfig("git-nocreds")}}
+		"data": map[string]any{keys.PluginConfigFile: gitPluginConfig("git-nocreds", true)}}
 	if err := env.cp.Client().Apply("/api/v1/namespaces/"+ns+"/configmaps", "git-nocreds", cm); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &libraryStack{ns: ns, repoURL: repoURL, commit: commit, rels: rels}
-	rs, stored := s.bootRepoServer(t, rel, "git-private, git-nocreds", "gc0")
+	rs, stored := s.bootRepoServer(t, rel, "git-private, git-nocreds, git-plain", "gc0")
 	for _, c := range stored.Spec.InitContainers {
 		mounts := false
 		for _, m := range c.VolumeMounts {
@@ -77,19 +78,31 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	if _, ok := objs["ConfigMap/from-the-private-repo"]; !ok {
 		t.Fatalf("manifests %v lack the private repository's ConfigMap", resp.Manifests)
 	}
-	t.Logf("the consenting plugin cloned %s with the repository Secret's credentials: %d manifests", private, len(resp.Manifests))
-
-	_, err = s.generateWith(rs, creds, "nocreds-app", "app", &argoPlugin{Name: "git-nocreds"})
-	if err == nil {
-		t.Fatal("a plugin without gitCredentials cloned the private repository")
+	// git asked the plugin server (the copy in var-files that the sidecar
+	// runs, /var/run/argocd/cmp-server in a pod), not an argocd binary the
+	// PATH may hold.
+	program, _ := objs["ConfigMap/askpass"]["data"].(map[string]any)["program"].(string)
+	if want := filepath.Join(rs.Pod.Volumes[keys.VarFilesVolume], "cmp-server"); program != want {
+		t.Errorf("git's askpass program was %q, want the plugin server %s", program, want)
 	}
-	if !strings.Contains(err.Error(), "askpass socket") {
-		t.Errorf("the refusal does not say why: %v", err)
+	t.Logf("the consenting plugin cloned %s with the repository Secret's credentials, git asking %s: %d manifests", private, program, len(resp.Manifests))
+
+	// A plugin that does not ask (no provideGitCreds, no consent) gets
+	// nothing from the repo-server, and git in it cannot clone.
+	_, err = s.generateWith(rs, creds, "plain-app", "app", &argoPlugin{Name: "git-plain"})
+	if err == nil {
+		t.Fatal("a plugin without provideGitCreds cloned the private repository")
 	}
 	if strings.Contains(err.Error(), password) {
 		t.Error("the password is in Argo CD's error")
 	}
-	t.Logf("as expected, without the consent the clone fails: %.400s", err)
+	t.Logf("as expected, a plugin that does not ask gets no credentials: %.300s", err)
+	// git-nocreds asks (its ConfigMap plugin.yaml, which the catalog cannot
+	// read) without the entry's consent: its sidecar has no path to the
+	// socket, checked above on the stored pod. Booted pods share this
+	// machine's one filesystem, so the path the repo-server announces would
+	// resolve here for any process: the kernel's mount isolation, which
+	// makes it fail in a real pod, is not what this boot can show.
 
 	// Without credentials on the Application's repository, the consenting
 	// plugin gets none either.
@@ -99,26 +112,45 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 }
 
 // gitPluginConfig is a plugin.yaml that clones $PRIVATE_REPO and prints its
-// manifests, asking Argo CD for git credentials.
-func gitPluginConfig(name string) string {
-	return "apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata: {name: " + name + "}\n" +
-		"spec:\n  provideGitCreds: true\n  generate:\n    command: [sh, -c, 'git clone -q \"$PRIVATE_REPO\" \"$TMPDIR/private-$ARGOCD_APP_NAME\" && cat \"$TMPDIR/private-$ARGOCD_APP_NAME\"/*.yaml']\n"
+// manifests, then a ConfigMap naming git's askpass program, asking Argo CD
+// for git credentials when ask is set.
+func gitPluginConfig(name string, ask bool) string {
+	script := `dir="$TMPDIR/private-$ARGOCD_APP_NAME"
+git clone -q "$PRIVATE_REPO" "$dir"
+cat "$dir"/*.yaml
+echo ---
+printf '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "askpass"}, "data": {"program": "%s"}}\n' "$GIT_ASKPASS"`
+	spec := map[string]any{"generate": map[string]any{"command": []string{"sh", "-ec", script}}}
+	if ask {
+		spec["provideGitCreds"] = true
+	}
+	b, err := yaml.Marshal(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ConfigManagementPlugin",
+		"metadata": map[string]any{"name": name}, "spec": spec})
+	if err != nil {
+		panic(err) // plain maps always marshal
+	}
+	return string(b)
 }
 
 func gitCredsCatalog(t *testing.T, private string) []byte {
 	t.Helper()
 	cat := map[string]any{}
-	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm", "git-private", "git-nocreds"}}), &cat); err != nil {
+	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm", "git-private", "git-nocreds", "git-plain"}}), &cat); err != nil {
 		t.Fatal(err)
 	}
 	inline := map[string]any{}
-	if err := yaml.Unmarshal([]byte(gitPluginConfig("git-private")), &inline); err != nil {
+	if err := yaml.Unmarshal([]byte(gitPluginConfig("git-private", true)), &inline); err != nil {
 		t.Fatal(err)
 	}
 	envs := []any{map[string]any{"name": "PRIVATE_REPO", "value": private}}
 	plugins := cat["plugins"].(map[string]any)
 	plugins["git-private"] = map[string]any{"image": "alpine/git:2.47.2", "gitCredentials": true, "env": envs, "config": map[string]any{"inline": inline}}
 	plugins["git-nocreds"] = map[string]any{"image": "alpine/git:2.47.2", "env": envs, "config": map[string]any{"configMap": map[string]any{"name": "git-nocreds"}}}
+	plain := map[string]any{}
+	if err := yaml.Unmarshal([]byte(gitPluginConfig("git-plain", false)), &plain); err != nil {
+		t.Fatal(err)
+	}
+	plugins["git-plain"] = map[string]any{"image": "alpine/git:2.47.2", "env": envs, "config": map[string]any{"inline": plain}}
 	b, err := yaml.Marshal(cat)
 	if err != nil {
 		t.Fatal(err)
