@@ -55,12 +55,8 @@ func askPassEnv() corev1.EnvVar {
 // the volume it shares, and a value of the pod's own (a path elsewhere) would
 // give the sidecar a socket it cannot reach, failing git in it far from the
 // cause. (Only the name is read: the webhook does not decode env values.)
-func checkAskPass(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.Entry) []Problem {
-	if !wantsGitCredentials(entries) {
-		return nil
-	}
-	rs := repoServerIndex(pod, cat)
-	if rs < 0 {
+func checkAskPass(pod *corev1.Pod, rs int, entries []*catalog.Entry) []Problem {
+	if !wantsGitCredentials(entries) || rs < 0 {
 		return nil
 	}
 	for _, e := range pod.Spec.Containers[rs].Env {

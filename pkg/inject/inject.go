@@ -40,11 +40,10 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 		}
 		return skipped(ReasonAlreadyInjected)
 	}
-	plan, problems := resolve(pod, namespace, cat)
+	plan, problems := resolve(pod, rs, namespace, cat)
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
-	plan.repoServer = rs
 	r := apply(pod, cat, plan, patchOnly)
 	r.Warnings = socketClashWarnings(pod, cat, plan.entries)
 	return r
@@ -60,7 +59,8 @@ type plan struct {
 	repoServer int
 }
 
-func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []Problem) {
+// resolve decides what to add to pod, whose repo-server container is rs.
+func resolve(pod *corev1.Pod, rs int, namespace string, cat *catalog.Catalog) (plan, []Problem) {
 	var problems []Problem
 	raw, ok := pod.Annotations[keys.PluginsAnnotation]
 	if !ok {
@@ -69,7 +69,7 @@ func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []P
 			keys.InjectLabel, keys.EnabledValue, keys.PluginsAnnotation)}}
 	}
 	names, problems := parsePlugins(raw)
-	p := plan{plugins: names, images: map[string]string{}}
+	p := plan{plugins: names, images: map[string]string{}, repoServer: rs}
 	enabled := cat.Enabled(namespace)
 	for _, name := range names {
 		e := cat.Plugins[name]
@@ -87,7 +87,7 @@ func resolve(pod *corev1.Pod, namespace string, cat *catalog.Catalog) (plan, []P
 	}
 	problems = append(problems, checkAnnotations(pod, cat, &p)...)
 	problems = append(problems, checkCollisions(pod, cat, p.entries)...)
-	problems = append(problems, checkAskPass(pod, cat, p.entries)...)
+	problems = append(problems, checkAskPass(pod, rs, p.entries)...)
 	return p, problems
 }
 
