@@ -60,8 +60,18 @@ const crdCollection = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 // InstallOperatorCRDs creates (or replaces) the operator's CRDs from its module's
 // config/crd/bases and waits until the apiserver serves them.
 func (c *Client) InstallOperatorCRDs(source string) error {
+	var paths []string
 	for _, file := range operatorCRDs {
-		b, err := os.ReadFile(filepath.Join(source, "config", "crd", "bases", file))
+		paths = append(paths, filepath.Join(source, "config", "crd", "bases", file))
+	}
+	return c.InstallCRDs(paths...)
+}
+
+// InstallCRDs creates (or replaces) the CRD of each file and waits until the
+// apiserver serves it.
+func (c *Client) InstallCRDs(paths ...string) error {
+	for _, file := range paths {
+		b, err := os.ReadFile(file)
 		if err != nil {
 			return err
 		}
