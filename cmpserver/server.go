@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
@@ -225,6 +226,9 @@ func New(opts Options) (*Server, error) {
 	if err := resetWorkDir(opts.WorkDir); err != nil {
 		return nil, err
 	}
+	if opts.Exec.AskPassBin == "" {
+		opts.Exec.AskPassBin = askPassBin(opts.WorkDir, opts.Logger)
+	}
 	if opts.Exec.Redact == nil {
 		// The sidecar's Secret values, named by the injector (redact.go).
 		opts.Exec.Redact = redact.FromEnv(opts.Env)
@@ -246,6 +250,25 @@ func New(opts Options) (*Server, error) {
 	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{s: s})
 	return s, nil
 }
+
+// askPassBin links Argo CD's askpass program name to this server in a private
+// directory beside the work dir, for plugins that get git credentials;
+// "" when it cannot, and git is then pointed at the server by path.
+func askPassBin(workDir string, log *zap.Logger) string {
+	self, err := os.Executable()
+	if err == nil {
+		var dir string
+		if dir, err = askpass.LinkDir(workDir+askPassLinkSuffix, self); err == nil {
+			return dir
+		}
+	}
+	log.Warn("git's askpass program is named by path instead of argocd on PATH", zap.Error(err))
+	return ""
+}
+
+// askPassLinkSuffix names askPassBin's directory, beside the work dir (which
+// holds request dirs only, as Argo CD's does).
+const askPassLinkSuffix = "-askpass"
 
 // resetWorkDir removes what earlier runs left and recreates the dir privately.
 func resetWorkDir(dir string) error {

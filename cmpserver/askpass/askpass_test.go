@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -100,18 +101,51 @@ func TestIsAskPass(t *testing.T) {
 
 func TestEnvPointsGitAtTheServer(t *testing.T) {
 	in := []string{"PATH=/bin", "GIT_ASKPASS=argocd", "ARGOCD_BINARY_NAME=argocd-git-ask-pass"}
-	got := Env(in, "/var/run/argocd/cmp-server")
-	if !slices.Equal(got, []string{"PATH=/bin", "GIT_ASKPASS=/var/run/argocd/cmp-server", "ARGOCD_BINARY_NAME=argocd-git-ask-pass"}) {
+	// With the link dir: first on PATH, GIT_ASKPASS as Argo CD set it.
+	got := Env(in, "/var/run/argocd/cmp-server", "/tmp/_cmp_server/.askpass")
+	if !slices.Equal(got, []string{"PATH=/tmp/_cmp_server/.askpass:/bin", "GIT_ASKPASS=argocd", "ARGOCD_BINARY_NAME=argocd-git-ask-pass"}) {
 		t.Errorf("%v", got)
 	}
-	if in[1] != "GIT_ASKPASS=argocd" {
+	// Without it, or without a PATH to extend: GIT_ASKPASS names the server.
+	for _, c := range []struct {
+		env    []string
+		binDir string
+		want   []string
+	}{
+		{in, "", []string{"PATH=/bin", "GIT_ASKPASS=/var/run/argocd/cmp-server", "ARGOCD_BINARY_NAME=argocd-git-ask-pass"}},
+		{[]string{"GIT_ASKPASS=argocd"}, "/d", []string{"GIT_ASKPASS=/var/run/argocd/cmp-server"}},
+		{[]string{"PATH=", "GIT_ASKPASS=argocd"}, "/d", []string{"PATH=/d", "GIT_ASKPASS=argocd"}},
+	} {
+		if got := Env(c.env, "/var/run/argocd/cmp-server", c.binDir); !slices.Equal(got, c.want) {
+			t.Errorf("Env(%v, %q) = %v, want %v", c.env, c.binDir, got, c.want)
+		}
+	}
+	if in[0] != "PATH=/bin" || in[1] != "GIT_ASKPASS=argocd" {
 		t.Error("input modified")
 	}
 	// A plugin's own askpass program, or a later entry that replaces
-	// Argo CD's, is left alone.
-	for _, env := range [][]string{{"GIT_ASKPASS=/usr/bin/my-askpass"}, {"GIT_ASKPASS=argocd", "GIT_ASKPASS=/x"}, {"PATH=/bin"}} {
-		if got := Env(env, "/self"); !slices.Equal(got, env) {
-			t.Errorf("%v became %v", env, got)
+	// Argo CD's, is left alone, PATH too.
+	for _, env := range [][]string{{"PATH=/bin", "GIT_ASKPASS=/usr/bin/my-askpass"}, {"PATH=/bin", "GIT_ASKPASS=argocd", "GIT_ASKPASS=/x"}, {"PATH=/bin"}} {
+		for _, dir := range []string{"", "/d"} {
+			if got := Env(env, "/self", dir); !slices.Equal(got, env) {
+				t.Errorf("%v became %v", env, got)
+			}
 		}
+	}
+}
+
+func TestLinkDirNamesTheServerArgoCD(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".askpass")
+	for range 2 { // a restart finds the old link
+		got, err := LinkDir(dir, "/var/run/argocd/cmp-server")
+		if err != nil || got != dir {
+			t.Fatalf("LinkDir: %q, %v", got, err)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "argocd")); err != nil || target != "/var/run/argocd/cmp-server" {
+		t.Errorf("argocd links to %q, %v", target, err)
+	}
+	if _, err := LinkDir(filepath.Join("/proc", "no-such-dir", "x"), "/self"); err == nil {
+		t.Error("LinkDir in an unwritable place succeeded")
 	}
 }

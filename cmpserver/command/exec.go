@@ -51,6 +51,10 @@ type Options struct {
 	// value) and before it reaches an error, a log line or a Report. Nil:
 	// nothing is replaced.
 	Redact *redact.Redactor
+	// AskPassBin is a directory holding "argocd", a link to the server, put
+	// first on PATH for git when the repo-server shares credentials
+	// (askpass.Env). Empty: GIT_ASKPASS is pointed at the server instead.
+	AskPassBin string
 }
 
 // defaultMaxStdoutBytes fits the sidecar's default memory limit (the chart's
@@ -174,7 +178,7 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = ws.App
 	// git asks this server for the request's credentials (askpass.Env).
-	env := askpass.Env(ws.Env, r.self)
+	env := askpass.Env(ws.Env, r.self, r.opts.AskPassBin)
 	cmd.Env = append(env[:len(env):len(env)], marker) //nolint:gocritic // a copy with one more element
 	cmd.Stdout = outW
 	cmd.Stderr = errW

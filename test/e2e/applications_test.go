@@ -14,7 +14,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
@@ -448,10 +447,11 @@ func applicationCases(t *testing.T, w *wholeArgo, rel harness.ArgoRelease) {
 		if got := w.configMap(t, "from-the-private-repo"); got["secret"] != "no" {
 			t.Errorf("the private repository's ConfigMap holds %v", got)
 		}
-		program := w.configMap(t, "askpass")["program"]
-		if want := filepath.Join(w.rs.Pod.Volumes[keys.VarFilesVolume], "cmp-server"); program != want {
-			t.Errorf("git's askpass program was %q, want the plugin server %s", program, want)
+		cm := map[string]any{"data": map[string]any{}}
+		for k, v := range w.configMap(t, "askpass") {
+			cm["data"].(map[string]any)[k] = v
 		}
+		askPassProgram(t, cm, w.rs)
 		// A plugin that does not ask gets nothing: its clone fails, and the
 		// Application says so without the password.
 		if err := w.create(w.application("creds-plain", "default", &argoAppPlugin{Name: "git-plain"}), false); err != nil {

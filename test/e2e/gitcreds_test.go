@@ -78,13 +78,7 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	if _, ok := objs["ConfigMap/from-the-private-repo"]; !ok {
 		t.Fatalf("manifests %v lack the private repository's ConfigMap", resp.Manifests)
 	}
-	// git asked the plugin server (the copy in var-files that the sidecar
-	// runs, /var/run/argocd/cmp-server in a pod), not an argocd binary the
-	// PATH may hold.
-	program, _ := objs["ConfigMap/askpass"]["data"].(map[string]any)["program"].(string)
-	if want := filepath.Join(rs.Pod.Volumes[keys.VarFilesVolume], "cmp-server"); program != want {
-		t.Errorf("git's askpass program was %q, want the plugin server %s", program, want)
-	}
+	program := askPassProgram(t, objs["ConfigMap/askpass"], rs)
 	t.Logf("the consenting plugin cloned %s with the repository Secret's credentials, git asking %s: %d manifests", private, program, len(resp.Manifests))
 
 	// A plugin that does not ask (no provideGitCreds, no consent) gets
@@ -114,6 +108,25 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	}
 }
 
+// askPassProgram checks what the plugin's command saw: GIT_ASKPASS=argocd,
+// as Argo CD sets it, found on PATH as a link to the plugin server (the copy
+// in var-files that the sidecar runs, /var/run/argocd/cmp-server in a pod),
+// not an argocd binary the image may hold; it returns the link.
+func askPassProgram(t *testing.T, cm map[string]any, rs *harness.RepoServer) string {
+	t.Helper()
+	data, _ := cm["data"].(map[string]any)
+	program, _ := data["program"].(string)
+	found, _ := data["found"].(string)
+	if program != "argocd" {
+		t.Errorf("the plugin saw GIT_ASKPASS=%q, want argocd as Argo CD sets it", program)
+	}
+	target, err := os.Readlink(found)
+	if want := filepath.Join(rs.Pod.Volumes[keys.VarFilesVolume], "cmp-server"); err != nil || target != want {
+		t.Errorf("argocd on the plugin's PATH is %q, a link to %q (%v), want a link to the plugin server %s", found, target, err, want)
+	}
+	return found
+}
+
 // gitPluginConfig is a plugin.yaml that clones $PRIVATE_REPO and prints its
 // manifests, then a ConfigMap naming git's askpass program, asking Argo CD
 // for git credentials when ask is set.
@@ -122,7 +135,7 @@ func gitPluginConfig(name string, ask bool) string {
 git clone -q "$PRIVATE_REPO" "$dir"
 cat "$dir"/*.yaml
 echo ---
-printf '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "askpass"}, "data": {"program": "%s"}}\n' "$GIT_ASKPASS"`
+printf '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "askpass"}, "data": {"program": "%s", "found": "%s"}}\n' "$GIT_ASKPASS" "$(command -v "$GIT_ASKPASS" || true)"`
 	spec := map[string]any{"generate": map[string]any{"command": []string{"sh", "-ec", script}}}
 	if ask {
 		spec["provideGitCreds"] = true
