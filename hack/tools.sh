@@ -13,6 +13,7 @@
 #        argocd-operator
 #        jsonnet sops helmfile (the plugin library) age-keygen vault (their tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
+#        argo-e2e.test kubectl goreman nginx fcgiwrap sshd gpg (Argo CD's own plugin tests: make e2e-argo)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +31,7 @@ ETCD_VERSION=v3.5.21
 KUBE_VERSION=v1.37.2
 KUBE_PREV_VERSION=v1.32.13
 KUBELET_VERSION=v1.34.4
+GOREMAN_VERSION=v0.3.16
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 # shellcheck source=hack/versions.sh
 . "$ROOT/hack/versions.sh"
@@ -185,6 +187,20 @@ build_cmpbench() {
 }
 cmpbench_version() {
   echo "$1-$(sha256sum "$ROOT/test/e2e/tools/argocd/cmpbench/main.go" | cut -c1-12)"
+}
+
+# Argo CD's own end-to-end test package (test/e2e of the pinned release, from
+# the Go module proxy), compiled once with `go test -c`: make e2e-argo runs its
+# plugin tests against Argo CD's plugin server and ours.
+build_argo_e2e() {
+  (cd "$ROOT/test/e2e/tools/argocd" && GOTOOLCHAIN=$ARGOCD_GO go test -c -vet=off -trimpath \
+    -o "$1/argo-e2e.test" github.com/argoproj/argo-cd/v3/test/e2e)
+}
+# kubectl, which Argo CD's fixture runs, from the kube-apiserver tools module.
+build_kubectl() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kubectl "$1/kubectl" "$2"; }
+# goreman, the process manager Argo CD's fixture asks about its processes.
+build_goreman() {
+  (cd "$ROOT/test/e2e/tools/goreman" && go build -trimpath -ldflags '-s -w' -o "$1/goreman" github.com/mattn/goreman)
 }
 
 # argocd-operator's manager from test/e2e/tools/argocd-operator; the suite runs it
@@ -373,6 +389,15 @@ one() {
   repoclient) cached repoclient "$(repoclient_version "$ARGOCD_VERSION")" build_repoclient ;;
   repoclient-v2) cached repoclient-v2 "$(repoclient_version "$ARGOCD_V2_VERSION")" build_repoclient_v2 ;;
   argocd-operator) cached argocd-operator "$ARGOCD_OPERATOR_VERSION" build_argocd_operator ;;
+  argo-e2e.test) cached argo-e2e.test "$ARGOCD_VERSION" build_argo_e2e ;;
+  kubectl) cached kubectl "$KUBE_VERSION" build_kubectl ;;
+  goreman) cached goreman "$GOREMAN_VERSION" build_goreman ;;
+  # Argo CD's fixture's git server: nginx in front of git-http-backend
+  # (fcgiwrap) over HTTPS, and sshd; gpg imports its signing key.
+  nginx) apt_install nginx nginx-light ;;
+  fcgiwrap) apt_install fcgiwrap fcgiwrap ;;
+  sshd) apt_install sshd openssh-server ;;
+  gpg) apt_install gpg gpg ;;
   cmpbench) cached cmpbench "$(cmpbench_version "$ARGOCD_VERSION")" build_cmpbench ;;
   benchstat) cached benchstat "$BENCHSTAT_VERSION" build_benchstat ;;
   kustomize) cached kustomize "$KUSTOMIZE_VERSION" build_kustomize ;;

@@ -38,6 +38,12 @@ func (cp *ControlPlane) WriteKubeconfig(path string) error {
 	return cp.writeKubeconfig(path, cp.URL)
 }
 
+// WriteKubeconfigIn is WriteKubeconfig with namespace as the context's
+// default, as `kubectl config set-context --current --namespace` leaves it.
+func (cp *ControlPlane) WriteKubeconfigIn(path, namespace string) error {
+	return writeKubeconfig(path, cp.URL, cp.CAFile, "admin", cp.Token, namespace)
+}
+
 // writeKubeconfig is the admin kubeconfig with server as the apiserver's
 // address (the real node reaches it through a forwarder).
 func (cp *ControlPlane) writeKubeconfig(path, server string) error {
