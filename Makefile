@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cmp-injector/cmp-injector/pkg/version.Version=$(VERSION)
 CHART := charts/cmp-injector
 
-.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-vault e2e-matrix e2e-node lint proto proto-check chart bench bench-e2e bench-node fuzz demo clean static-check images
+.PHONY: all build tools test test-no-node unit unit-long browser e2e e2e-vault e2e-matrix e2e-node e2e-argo lint proto proto-check chart bench bench-e2e bench-node fuzz demo clean static-check images
 
 all: build
 
@@ -129,10 +129,25 @@ e2e-node:
 	hack/tools.sh $(E2E_TOOLS) $(NODE_TOOLS) vault
 	E2E_VAULT=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run TestRealNode ./test/e2e/
 
-## test: what CI runs
-test: test-no-node e2e-node
+## e2e-argo: Argo CD's own end-to-end tests of plugins (every test of its pinned
+## release's test/e2e package that starts a plugin server), unmodified, once with
+## Argo CD's plugin server and once with ours, around the whole Argo CD under
+## goreman and the fixture's git server (nginx, fcgiwrap, sshd from Debian); writes
+## docs/argo-e2e.json and the last section of docs/compatibility.md, and fails when
+## a test passes with Argo CD's server and not with ours (root: sshd logs the
+## fixture's ssh:// URLs in as root)
+ARGO_E2E_TOOLS := argo-e2e.test kubectl goreman nginx fcgiwrap sshd gpg argocd etcd kube-apiserver kube-controller-manager \
+	helm kustomize redis-server
+e2e-argo:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "e2e-argo needs root: Argo CD's fixture clones over ssh://root@localhost:2222 from an sshd it logs in as root."; exit 1; fi
+	hack/tools.sh $(ARGO_E2E_TOOLS)
+	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/argoe2e $(ARGO_E2E_ARGS)
 
-## test-no-node: everything `make test` runs except the real node (no root needed)
+## test: what CI runs
+test: test-no-node e2e-node e2e-argo
+
+## test-no-node: everything `make test` runs except what needs root (the real node, Argo CD's own plugin tests)
 ## (the README's first command, make demo, runs first: on a fresh clone it proves
 ## the demo installs all it needs itself)
 test-no-node: demo tools lint proto-check static-check unit unit-long browser e2e

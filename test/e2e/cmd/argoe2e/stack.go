@@ -48,6 +48,9 @@ type stack struct {
 
 func startStack(ctx context.Context, root, work, src string, rel harness.ArgoRelease) (*stack, error) {
 	s := &stack{root: root, work: work, src: filepath.Join(work, "src"), e2eDir: filepath.Join(work, "e2e")}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("needs root: Argo CD's fixture clones over ssh://root@localhost:%d, and sshd logs root in only when it runs as root", gitSSHPort)
+	}
 	var err error
 	if s.logf, err = os.Create(filepath.Join(work, "processes.log")); err != nil {
 		return nil, err

@@ -212,7 +212,11 @@ func write(o options, res *Results) error {
 	if err := res.save(o.results); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(o.root, "docs", "compatibility.md"), []byte(renderDoc(res)), 0o644); err != nil {
+	page, err := renderPage(o.root, res)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.root, "docs", "compatibility.md"), []byte(page), 0o644); err != nil {
 		return err
 	}
 	readme := filepath.Join(o.root, "README.md")

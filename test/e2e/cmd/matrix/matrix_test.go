@@ -33,7 +33,11 @@ func TestDocumentsAreGenerated(t *testing.T) {
 		t.Errorf("docs/compatibility.json plans Kubernetes %v and Argo CD %v, hack/versions.sh %v and %v: run go run ./test/e2e/cmd/matrix -render",
 			res.PlannedKube, res.PlannedArgo, k, a)
 	}
-	if string(doc) != renderDoc(res) {
+	page, err := renderPage(root, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != page {
 		t.Error("docs/compatibility.md is not what docs/compatibility.json renders to: run go run ./test/e2e/cmd/matrix -render")
 	}
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))

@@ -1,9 +1,29 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
+
+	"github.com/cmp-injector/cmp-injector/test/e2e/argosuite"
 )
+
+// renderPage is the whole of docs/compatibility.md: the matrix, then the
+// section make e2e-argo records in docs/argo-e2e.json (Argo CD's own plugin
+// tests against both plugin servers), when it has run.
+func renderPage(root string, r *Results) (string, error) {
+	doc := renderDoc(r)
+	argo, err := argosuite.Load(filepath.Join(root, "docs", "argo-e2e.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return doc, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return doc + argo.Render(), nil
+}
 
 // The README's Compatibility section holds a block between these markers that
 // render writes from the same results as docs/compatibility.md.
