@@ -90,7 +90,11 @@ func (r *Results) Render() string {
 	b.WriteString("place. Around it: the release's API server, application controller and repo-server under goreman as\n")
 	fmt.Fprintf(&b, "Argo CD's Procfile runs them, Redis, kube-apiserver %s with etcd, and the fixture's git server\n", r.Kube)
 	b.WriteString("(nginx and git-http-backend over HTTPS with the fixture's certificates and password, sshd with its\n")
-	b.WriteString("host and client keys), all on loopback. A cell is the test's result and its time.\n\n")
+	b.WriteString("host and client keys), all on loopback. The copy gets back what a module zip cannot hold and the\n")
+	b.WriteString("argo-cd repository has (five symlinks of `testdata2`, `script.sh`'s executable bit). A cell is the\n")
+	b.WriteString("test's result and its time. The columns run one after the other in the same cluster, where the\n")
+	b.WriteString("fixture's namespaces pile up (no namespace controller runs), so the second column's times are the\n")
+	b.WriteString("longer for that alone: run in the other order (`ARGO_E2E_ARGS=-servers=ours,argo`), they swap.\n\n")
 	fmt.Fprintf(&b, "Last run: commit `%s`, started %s, on %s.\n\n", short(r.Commit), r.Started, r.Machine)
 	b.WriteString("| Test |")
 	for _, s := range r.Servers {
