@@ -120,7 +120,7 @@ func (r *Results) Render() string {
 		}
 		b.WriteString("\n")
 		if t.Why != "" {
-			notes = append(notes, fmt.Sprintf("- `%s`: %s", t.Name, t.Why))
+			notes = append(notes, fmt.Sprintf("- %#q: %s", t.Name, t.Why))
 		}
 	}
 	if len(notes) > 0 {

@@ -33,7 +33,7 @@ var ArgoCRDs = []string{"application-crd.yaml", "appproject-crd.yaml"}
 func ArgoSource(rel ArgoRelease) (string, error) {
 	major, _, _ := strings.Cut(rel.Version, ".")
 	if major == "" || major == rel.Version {
-		return "", fmt.Errorf("Argo CD version %q has no major version", rel.Version)
+		return "", fmt.Errorf("version %q of Argo CD has no major version", rel.Version)
 	}
 	mod := "github.com/argoproj/argo-cd/" + major + "@" + rel.Version
 	tmp, err := os.MkdirTemp("", "argosrc")
