@@ -87,6 +87,9 @@ func (r *request) receive(stream unpack.Stream) error {
 	}
 	if r.dir == "" {
 		if err := r.begin(); err != nil {
+			// Read to the end and dropped, as a refusal's: Argo CD's client
+			// reports a cut stream as "error sending file: EOF", not this.
+			_, _ = rc.Body(meta, nil)
 			return err
 		}
 	}

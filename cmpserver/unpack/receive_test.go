@@ -87,7 +87,9 @@ func (eofStream) Recv() (*pluginpb.AppStreamRequest, error) { return nil, io.EOF
 // watcher to give up on the request, which it must not.
 func TestIdleBoundEndsWithTheStream(t *testing.T) {
 	t.Parallel()
-	r := NewReceiver(eofStream{}, DefaultLimits(), time.Millisecond)
+	// The bound must outlast the phase's first step (recv seeing the end of
+	// the stream) on a loaded machine; the phase then outwaits it.
+	r := NewReceiver(eofStream{}, DefaultLimits(), 300*time.Millisecond)
 	unpackErr := errors.New("error decompressing tgz file: the extraction's own error")
 	_, err := r.watch(func() (*Repo, error) {
 		if _, err := r.recv(); !errors.Is(err, io.EOF) {
