@@ -14,6 +14,7 @@
 #        jsonnet sops helmfile (the plugin library) age-keygen vault (their tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 #        argo-e2e.test kubectl goreman nginx fcgiwrap sshd gpg (Argo CD's own plugin tests: make e2e-argo)
+#        kwok (the suite's simulated node)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +33,7 @@ KUBE_VERSION=v1.37.2
 KUBE_PREV_VERSION=v1.32.13
 KUBELET_VERSION=v1.34.4
 GOREMAN_VERSION=v0.3.16
+KWOK_VERSION=v0.8.0
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 # shellcheck source=hack/versions.sh
 . "$ROOT/hack/versions.sh"
@@ -198,6 +200,11 @@ build_argo_e2e() {
 }
 # kubectl, which Argo CD's fixture runs, from the kube-apiserver tools module.
 build_kubectl() { build_k8s "$ROOT/test/e2e/tools/kube-apiserver" kubectl "$1/kubectl" "$2"; }
+# kwok, the Kubernetes SIG's node simulator: a Node whose pods are Ready
+# without a kubelet, for the Deployments Argo CD syncs in the suite.
+build_kwok() {
+  (cd "$ROOT/test/e2e/tools/kwok" && go build -trimpath -ldflags '-s -w' -o "$1/kwok" sigs.k8s.io/kwok/cmd/kwok)
+}
 # goreman, the process manager Argo CD's fixture asks about its processes.
 build_goreman() {
   (cd "$ROOT/test/e2e/tools/goreman" && go build -trimpath -ldflags '-s -w' -o "$1/goreman" github.com/mattn/goreman)
@@ -392,6 +399,7 @@ one() {
   argo-e2e.test) cached argo-e2e.test "$ARGOCD_VERSION" build_argo_e2e ;;
   kubectl) cached kubectl "$KUBE_VERSION" build_kubectl ;;
   goreman) cached goreman "$GOREMAN_VERSION" build_goreman ;;
+  kwok) cached kwok "$KWOK_VERSION" build_kwok ;;
   # Argo CD's fixture's git server: nginx in front of git-http-backend
   # (fcgiwrap) over HTTPS, and sshd; gpg imports its signing key.
   nginx) apt_install nginx nginx-light ;;

@@ -27,9 +27,12 @@ import (
 // tenant the catalog refuses show up where users look: the API's answer and
 // the Application's conditions, our words inside Argo CD's.
 //
-// The plugins render ConfigMaps only: a ConfigMap has no health of its own,
-// so Healthy needs no running pod, and this suite has no kubelet (a
-// Deployment's pods are never started here; the real node's test runs them).
+// Most plugins render ConfigMaps, which have no health of their own. One
+// renders a Deployment: this suite has no kubelet, so its pods are bound to a
+// Node that kwok, the Kubernetes SIG's node simulator, keeps Ready and whose
+// pods it marks Running and Ready (nothing runs them: what is proven is Argo
+// CD's sync and health through our plugin, not the pods; the real node's test
+// runs real ones).
 
 // argoApp is the part of Argo CD's Application the cases write and read.
 type (
@@ -93,6 +96,7 @@ type (
 const (
 	announcePlugin = "announce"
 	brokenPlugin   = "broken"
+	workloadPlugin = "workload"
 	brokenMessage  = "render failed: values.yaml line 3: mapping values are not allowed here"
 	inCluster      = "https://kubernetes.default.svc"
 )
@@ -102,7 +106,7 @@ var wholeGitPlugins = []string{"git-private", "git-plain"}
 
 // wholePlugins are the plugins the repo-server pod asks for.
 func wholePlugins() []string {
-	return append([]string{announcePlugin, brokenPlugin, projectPlugin}, wholeGitPlugins...)
+	return append([]string{announcePlugin, brokenPlugin, workloadPlugin, projectPlugin}, wholeGitPlugins...)
 }
 
 // wholeArgoCatalog is tenantCatalog (team-a only) plus announce, broken and
@@ -142,6 +146,11 @@ env | LC_ALL=C sort | while IFS= read -r kv; do
 done
 printf '}}\n'`}},
 	})
+	// A Deployment on the Node the Application names (ARGOCD_ENV_NODE): no
+	// scheduler runs here, and kwok keeps that node's pods Ready.
+	plugins[workloadPlugin] = config(workloadPlugin, map[string]any{
+		"generate": map[string]any{"command": []string{"sh", "-c", `printf '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"%s"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"%s"}},"template":{"metadata":{"labels":{"app":"%s"}},"spec":{"nodeName":"%s","containers":[{"name":"app","image":"registry.example/e2e/app:1"}]}}}}\n' "$ARGOCD_APP_NAME" "$ARGOCD_APP_NAME" "$ARGOCD_APP_NAME" "$ARGOCD_ENV_NODE"`}},
+	})
 	plugins[brokenPlugin] = config(brokenPlugin, map[string]any{
 		"generate": map[string]any{"command": []string{"sh", "-c", `echo "` + brokenMessage + `" >&2; exit 3`}},
 	})
@@ -158,6 +167,7 @@ type wholeArgo struct {
 	argo              *harness.ArgoCD
 	rs                *harness.RepoServer
 	ns, repoURL, dest string
+	node              string // kwok's
 	user, password    string // of the private repository and the Application's repository Secret
 }
 
@@ -312,9 +322,16 @@ func TestApplicationsThroughArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	node, err := harness.StartSimulatedNode(env.cp.Client(), env.cp.Kubeconfig, "kwok-apps", filepath.Join(env.root, "kwok"), env.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop()
 	for i, rel := range rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-			applicationCases(t, startWholeArgo(t, rel, fmt.Sprintf("wa%d", i)), rel)
+			w := startWholeArgo(t, rel, fmt.Sprintf("wa%d", i))
+			w.node = node.Name
+			applicationCases(t, w, rel)
 		})
 	}
 }
@@ -379,6 +396,25 @@ func applicationCases(t *testing.T, w *wholeArgo, rel harness.ArgoRelease) {
 			if data[k] != v {
 				t.Errorf("the synced ConfigMap has %s=%q, want %q (all: %v)", k, data[k], v, data)
 			}
+		}
+	})
+
+	t.Run("a Deployment syncs and becomes Healthy", func(t *testing.T) {
+		app := w.application("whole-workload", "default", &argoAppPlugin{Name: workloadPlugin, Env: []argoAppEnv{{Name: "NODE", Value: w.node}}})
+		if err := w.create(app, true); err != nil {
+			t.Fatal(err)
+		}
+		got := w.sync(t, "whole-workload")
+		if got.Status.Health.Status != "Healthy" {
+			t.Fatalf("Application is %s", got.Status.Health.Status)
+		}
+		var dep struct {
+			Status struct {
+				AvailableReplicas int `json:"availableReplicas"`
+			} `json:"status"`
+		}
+		if err := env.cp.Client().Get(harness.DeploymentPath(w.dest, "whole-workload"), &dep); err != nil || dep.Status.AvailableReplicas != 2 {
+			t.Errorf("Deployment: %d available, %v", dep.Status.AvailableReplicas, err)
 		}
 	})
 

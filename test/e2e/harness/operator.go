@@ -32,25 +32,29 @@ var operatorCRDs = []string{
 // OperatorSource is the operator module's directory in the Go module cache, at
 // the version the tools module pins: its config/crd/bases are the CRDs of the
 // manager bin/argocd-operator was built from.
-func OperatorSource() (string, error) {
+func OperatorSource() (string, error) { return toolSource("argocd-operator", OperatorModule) }
+
+// toolSource is the directory of module in the Go module cache at the version
+// test/e2e/tools/<tools> pins (hack/tools.sh <tools> downloads it).
+func toolSource(tools, module string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", OperatorModule)
-	cmd.Dir = filepath.Join(root, "test", "e2e", "tools", "argocd-operator")
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = filepath.Join(root, "test", "e2e", "tools", tools)
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
 	out, err := cmd.Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return "", fmt.Errorf("go list -m %s: %w\n%s", OperatorModule, err, exit.Stderr)
+			return "", fmt.Errorf("go list -m %s: %w\n%s", module, err, exit.Stderr)
 		}
 		return "", err
 	}
 	dir := strings.TrimSpace(string(out))
 	if dir == "" {
-		return "", fmt.Errorf("go list -m %s: the module is not in the cache; run `hack/tools.sh argocd-operator`", OperatorModule)
+		return "", fmt.Errorf("go list -m %s: the module is not in the cache; run `hack/tools.sh %s`", module, tools)
 	}
 	return dir, nil
 }
