@@ -75,23 +75,12 @@ func (r *request) receive(stream unpack.Stream) error {
 		return err
 	}
 	r.headerAt = time.Now()
-	if r.admit != nil {
-		if err := r.admit(meta); err != nil {
-			r.refused = true
-			// The body is read to its end and dropped, never written: a client
-			// still sending would otherwise see its stream cut (EOF) instead of
-			// this answer.
-			_, _ = rc.Body(meta, nil)
-			return err
-		}
-	}
-	if r.dir == "" {
-		if err := r.begin(); err != nil {
-			// Read to the end and dropped, as a refusal's: Argo CD's client
-			// reports a cut stream as "error sending file: EOF", not this.
-			_, _ = rc.Body(meta, nil)
-			return err
-		}
+	if err := r.prepare(meta); err != nil {
+		// The body is read to its end and dropped, never written: a client
+		// still sending would otherwise see its stream cut (Argo CD's reports
+		// "error sending file: EOF") instead of this answer.
+		_, _ = rc.Body(meta, nil)
+		return err
 	}
 	if r.repo, err = rc.Body(meta, r.target(meta)); err != nil {
 		return err
@@ -105,6 +94,21 @@ func (r *request) receive(stream unpack.Stream) error {
 			// The tree stays this request's, like a private one.
 			r.log.Warn("the unpacked tree cannot be sealed: not sharing it", zap.Error(err))
 		}
+	}
+	return nil
+}
+
+// prepare is what comes between the header and the body: the admission
+// check, then the request dir.
+func (r *request) prepare(meta *pluginpb.ManifestRequestMetadata) error {
+	if r.admit != nil {
+		if err := r.admit(meta); err != nil {
+			r.refused = true
+			return err
+		}
+	}
+	if r.dir == "" {
+		return r.begin()
 	}
 	return nil
 }

@@ -255,10 +255,10 @@ func New(opts Options) (*Server, error) {
 // directory beside the work dir, for plugins that get git credentials;
 // "" when it cannot, and git is then pointed at the server by path.
 func askPassBin(workDir string, log *zap.Logger) string {
+	dir := workDir + askPassLinkSuffix
 	self, err := os.Executable()
 	if err == nil {
-		var dir string
-		if dir, err = askpass.LinkDir(workDir+askPassLinkSuffix, self); err == nil {
+		if err = askpass.LinkDir(dir, self); err == nil {
 			return dir
 		}
 	}

@@ -50,18 +50,18 @@ func Env(env []string, self, binDir string) []string {
 	return out
 }
 
-// LinkDir makes dir/argocd a link to self and returns dir, for Env: git then
-// finds the plugin server under Argo CD's name. dir is private to the server
-// (its work dir), so no plugin's command can replace the link but its own
-// request's, which could as well set GIT_ASKPASS itself.
-func LinkDir(dir, self string) (string, error) {
+// LinkDir makes dir/argocd a link to self, for Env's binDir: git then finds
+// the plugin server under Argo CD's name. dir is private to the server
+// (beside its work dir), so no plugin's command can replace the link but its
+// own request's, which could as well set GIT_ASKPASS itself.
+func LinkDir(dir, self string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("askpass link dir: %w", err)
+		return fmt.Errorf("askpass link dir: %w", err)
 	}
 	link := filepath.Join(dir, keys.GitAskPassArgoCD)
 	_ = os.Remove(link)
 	if err := os.Symlink(self, link); err != nil {
-		return "", fmt.Errorf("askpass link: %w", err)
+		return fmt.Errorf("askpass link: %w", err)
 	}
-	return dir, nil
+	return nil
 }
