@@ -189,10 +189,10 @@ func startWholeArgo(t *testing.T, rel harness.ArgoRelease, dir string) *wholeArg
 	rs, _ := (&libraryStack{ns: ns}).bootRepoServer(t, rel, strings.Join(wholePlugins(), ", "), dir)
 
 	start := time.Now()
-	argo, err := harness.StartArgoCD(c, rel, harness.ArgoCDOptions{
+	argo, err := harness.StartArgoCD(c, rel, harness.ArgoServerOptions{
 		Namespace: ns, RepoServer: rs.Addr, Redis: redis.Addr, RedisPassword: redisSecret,
-		Kubeconfig: env.cp.Kubeconfig, Dir: filepath.Join(env.root, dir+"-argocd"), LogTo: env.logFile,
-	})
+		Kubeconfig: env.cp.Kubeconfig, Dir: filepath.Join(env.root, dir+"-argocd"),
+	}, env.logFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func (w *wholeArgo) create(app argoApp, validate bool) error {
 func (w *wholeArgo) get(t *testing.T, name string) argoApp {
 	t.Helper()
 	var app argoApp
-	if err := w.argo.API(http.MethodGet, harness.ApplicationPath(name, nil), nil, &app); err != nil {
+	if err := w.argo.API(http.MethodGet, harness.ApplicationPath(name), nil, &app); err != nil {
 		t.Fatal(err)
 	}
 	return app
@@ -483,11 +483,7 @@ func applicationCases(t *testing.T, w *wholeArgo, rel harness.ArgoRelease) {
 		if got := w.configMap(t, "from-the-private-repo"); got["secret"] != "no" {
 			t.Errorf("the private repository's ConfigMap holds %v", got)
 		}
-		cm := map[string]any{"data": map[string]any{}}
-		for k, v := range w.configMap(t, "askpass") {
-			cm["data"].(map[string]any)[k] = v
-		}
-		askPassProgram(t, cm, w.rs)
+		askPassProgram(t, w.configMap(t, "askpass"), w.rs)
 		// A plugin that does not ask gets nothing: its clone fails, and the
 		// Application says so without the password.
 		if err := w.create(w.application("creds-plain", "default", &argoAppPlugin{Name: "git-plain"}), false); err != nil {

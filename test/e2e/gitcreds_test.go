@@ -78,7 +78,12 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	if _, ok := objs["ConfigMap/from-the-private-repo"]; !ok {
 		t.Fatalf("manifests %v lack the private repository's ConfigMap", resp.Manifests)
 	}
-	program := askPassProgram(t, objs["ConfigMap/askpass"], rs)
+	data := map[string]string{}
+	raw, _ := objs["ConfigMap/askpass"]["data"].(map[string]any)
+	for k, v := range raw {
+		data[k], _ = v.(string)
+	}
+	program := askPassProgram(t, data, rs)
 	t.Logf("the consenting plugin cloned %s with the repository Secret's credentials, git asking %s: %d manifests", private, program, len(resp.Manifests))
 
 	// A plugin that does not ask (no provideGitCreds, no consent) gets
@@ -108,15 +113,14 @@ func TestGitCredentialsForPlugins(t *testing.T) {
 	}
 }
 
-// askPassProgram checks what the plugin's command saw: GIT_ASKPASS=argocd,
+// askPassProgram checks what the plugin's command saw (data of the askpass
+// ConfigMap it printed): GIT_ASKPASS=argocd,
 // as Argo CD sets it, found on PATH as a link to the plugin server (the copy
 // in var-files that the sidecar runs, /var/run/argocd/cmp-server in a pod),
 // not an argocd binary the image may hold; it returns the link.
-func askPassProgram(t *testing.T, cm map[string]any, rs *harness.RepoServer) string {
+func askPassProgram(t *testing.T, data map[string]string, rs *harness.RepoServer) string {
 	t.Helper()
-	data, _ := cm["data"].(map[string]any)
-	program, _ := data["program"].(string)
-	found, _ := data["found"].(string)
+	program, found := data["program"], data["found"]
 	if program != "argocd" {
 		t.Errorf("the plugin saw GIT_ASKPASS=%q, want argocd as Argo CD sets it", program)
 	}

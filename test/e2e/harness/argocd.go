@@ -129,11 +129,10 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 	if err := os.Symlink(argocd, repoServerBin); err != nil && !os.IsExist(err) {
 		return nil, err
 	}
-	real, err := filepath.EvalSymlinks(argocd)
+	imageBin, err := ArgoImageBin(argocd)
 	if err != nil {
 		return nil, err
 	}
-	imageBin := filepath.Dir(real)
 	path := filepath.Join(repo, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
 	home := filepath.Join(root, "home")
 	if err := os.MkdirAll(home, 0o755); err != nil {

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The whole Argo CD next to a booted repo-server: its API server and its
@@ -23,9 +25,9 @@ import (
 // cluster is done here too: ARGOCD_FAKE_IN_CLUSTER makes the in-cluster
 // destination (https://kubernetes.default.svc) the KUBECONFIG's cluster.
 
-// ArgoCRDs are the CRD files of Argo CD's module (manifests/crds) the API
+// argoCRDs are the CRD files of Argo CD's module (manifests/crds) the API
 // server and the controller need.
-var ArgoCRDs = []string{"application-crd.yaml", "appproject-crd.yaml"}
+var argoCRDs = []string{"application-crd.yaml", "appproject-crd.yaml"}
 
 // ArgoSource is the directory of rel's module in the Go module cache (fetched
 // from the module proxy when missing): its manifests/crds are the CRDs the
@@ -63,6 +65,18 @@ func ArgoSource(rel ArgoRelease) (string, error) {
 	return info.Dir, nil
 }
 
+// ArgoImageBin is the directory of the release's binary bin (a bin/ link
+// resolved): hack/tools.sh installs next to it the scripts Argo CD's image
+// holds beside its binary (git-verify-wrapper.sh, which the repo-server runs
+// for every generation), so a repo-server's PATH starts with it.
+func ArgoImageBin(bin string) (string, error) {
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(real), nil
+}
+
 // argoToolchain is ARGOCD_GO of hack/versions.sh.
 func argoToolchain() (string, error) {
 	root, err := RepoRoot()
@@ -81,29 +95,80 @@ func argoToolchain() (string, error) {
 	return "", errors.New("hack/versions.sh sets no ARGOCD_GO")
 }
 
-// ArgoCD is a running API server and application controller in Namespace.
+// ArgoCD is a running API server and application controller.
 type ArgoCD struct {
-	Namespace  string
 	Server     string // host:port of the API server (gRPC and HTTP, plaintext)
-	Release    ArgoRelease
-	Password   string // the admin's, from argocd-initial-admin-secret
 	bin        string
 	home       string // the CLI's config directory
-	token      string
+	token      string // the CLI's session, for API
 	server     *Process
 	controller *Process
 }
 
-// ArgoCDOptions say where the whole Argo CD runs and what it talks to.
-type ArgoCDOptions struct {
+// ArgoServerOptions say where Argo CD's API server and application
+// controller run and what they talk to.
+type ArgoServerOptions struct {
 	Namespace            string // Argo CD's namespace: its ConfigMaps, Secrets, Applications
-	RepoServer           string // the booted repo-server's gRPC address
+	RepoServer           string // the repo-server's gRPC address
 	Redis, RedisPassword string
 	Kubeconfig           string // the admin kubeconfig: Argo CD's view of the cluster it deploys to
-	Dir                  string
-	LogTo                io.Writer
-	// Settings are extra argocd-cm entries (e.g. timeout.reconciliation).
-	Settings map[string]string
+	Dir                  string // HOME, and the API server's (empty) static assets
+	LogLevel             string // info when empty
+	// Env is added to both processes' environment, ServerArgs and
+	// ControllerArgs to their flags.
+	Env                        []string
+	ServerArgs, ControllerArgs []string
+}
+
+// ArgoProcess is one of Argo CD's processes: the release's multi-call binary
+// run in a role (ARGOCD_BINARY_NAME).
+type ArgoProcess struct {
+	Name   string // the role, e.g. argocd-server
+	Env    []string
+	Argv   []string
+	Health string // a URL that answers 200 once the process serves
+}
+
+// ArgoServers are Argo CD's API server (listening at addr) and application
+// controller, bin run with o on free loopback ports: what StartArgoCD starts
+// and make e2e-argo's Procfile holds. ARGOCD_FAKE_IN_CLUSTER is Argo CD's own
+// switch for running outside a pod: the in-cluster destination
+// (https://kubernetes.default.svc) is then the KUBECONFIG's cluster.
+func ArgoServers(bin string, o ArgoServerOptions) (server, controller ArgoProcess, addr string, err error) {
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = FreePort(); err != nil {
+			return server, controller, "", err
+		}
+	}
+	assets := filepath.Join(o.Dir, "assets")
+	if err := os.MkdirAll(assets, 0o755); err != nil {
+		return server, controller, "", err
+	}
+	level := o.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	common := []string{"--kubeconfig", o.Kubeconfig, "--namespace", o.Namespace, "--repo-server", o.RepoServer,
+		"--redis", o.Redis, "--loglevel", level, "--logformat", "text"}
+	env := append([]string{"REDIS_PASSWORD=" + o.RedisPassword, "ARGOCD_FAKE_IN_CLUSTER=true",
+		"KUBECONFIG=" + o.Kubeconfig, "HOME=" + o.Dir}, o.Env...)
+	addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	server = ArgoProcess{
+		Name: "argocd-server", Env: append(env[:len(env):len(env)], "ARGOCD_BINARY_NAME=argocd-server"),
+		Argv: append(append([]string{bin, "--insecure", "--address", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
+			"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports[1]),
+			"--staticassets", assets, "--dex-server", "http://127.0.0.1:1"}, common...), o.ServerArgs...),
+		Health: "http://" + addr + "/healthz",
+	}
+	controller = ArgoProcess{
+		Name: "argocd-application-controller", Env: append(env[:len(env):len(env)], "ARGOCD_BINARY_NAME=argocd-application-controller"),
+		// Two of each is plenty for a handful of Applications on two cores.
+		Argv: append(append([]string{bin, "--metrics-port", strconv.Itoa(ports[2]),
+			"--status-processors", "2", "--operation-processors", "2"}, common...), o.ControllerArgs...),
+		Health: "http://127.0.0.1:" + strconv.Itoa(ports[2]) + "/healthz",
+	}
+	return server, controller, addr, nil
 }
 
 // partOf is the label Argo CD's settings manager selects its ConfigMaps and
@@ -111,11 +176,11 @@ type ArgoCDOptions struct {
 var partOf = map[string]any{"app.kubernetes.io/part-of": "argocd"}
 
 // StartArgoCD installs the release's CRDs and Argo CD's settings objects
-// (argocd-cm, argocd-secret, argocd-rbac-cm) in opts.Namespace, starts the API
+// (argocd-cm, argocd-secret, argocd-rbac-cm) in o.Namespace, starts the API
 // server and the application controller, waits until both answer their
-// health checks, reads the admin password the API server generated, and logs
-// the CLI in.
-func StartArgoCD(c *Client, rel ArgoRelease, opts ArgoCDOptions) (_ *ArgoCD, err error) {
+// health checks, and logs the CLI in with the admin password the API server
+// generated.
+func StartArgoCD(c *Client, rel ArgoRelease, o ArgoServerOptions, logTo io.Writer) (_ *ArgoCD, err error) {
 	bin, err := Tool(rel.Tool)
 	if err != nil {
 		return nil, err
@@ -125,19 +190,15 @@ func StartArgoCD(c *Client, rel ArgoRelease, opts ArgoCDOptions) (_ *ArgoCD, err
 		return nil, err
 	}
 	var crds []string
-	for _, f := range ArgoCRDs {
+	for _, f := range argoCRDs {
 		crds = append(crds, filepath.Join(src, "manifests", "crds", f))
 	}
 	if err := c.InstallCRDs(crds...); err != nil {
 		return nil, err
 	}
-	ns := opts.Namespace
-	settings := map[string]any{}
-	for k, v := range opts.Settings {
-		settings[k] = v
-	}
+	ns := o.Namespace
 	for name, obj := range map[string]map[string]any{
-		"configmaps/argocd-cm":      {"apiVersion": "v1", "kind": "ConfigMap", "data": settings},
+		"configmaps/argocd-cm":      {"apiVersion": "v1", "kind": "ConfigMap"},
 		"configmaps/argocd-rbac-cm": {"apiVersion": "v1", "kind": "ConfigMap"},
 		// The API server fills in server.secretkey and the admin's password.
 		"secrets/argocd-secret": {"apiVersion": "v1", "kind": "Secret"},
@@ -148,88 +209,65 @@ func StartArgoCD(c *Client, rel ArgoRelease, opts ArgoCDOptions) (_ *ArgoCD, err
 			return nil, fmt.Errorf("apply %s: %w", name, err)
 		}
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	server, controller, addr, err := ArgoServers(bin, o)
+	if err != nil {
 		return nil, err
 	}
-	a := &ArgoCD{Namespace: ns, Release: rel, bin: bin, home: filepath.Join(opts.Dir, "cli")}
+	a := &ArgoCD{Server: addr, bin: bin, home: filepath.Join(o.Dir, "cli")}
 	defer func() {
 		if err != nil {
 			a.Stop()
 		}
 	}()
-	common := []string{"--kubeconfig", opts.Kubeconfig, "--namespace", ns, "--repo-server", opts.RepoServer,
-		"--redis", opts.Redis, "--loglevel", "info", "--logformat", "text"}
-	envs := []string{"REDIS_PASSWORD=" + opts.RedisPassword, "ARGOCD_FAKE_IN_CLUSTER=true",
-		"KUBECONFIG=" + opts.Kubeconfig, "HOME=" + opts.Dir}
-
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	for _, p := range []struct {
+		spec ArgoProcess
+		proc **Process
+	}{{server, &a.server}, {controller, &a.controller}} {
+		if *p.proc, err = Start(p.spec.Name, p.spec.Argv, p.spec.Env, o.Dir, logTo); err != nil {
+			return nil, err
+		}
+		if err := (*p.proc).WaitHTTPOK(p.spec.Name, p.spec.Health, 90*time.Second, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
 	}
-	sMetrics, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	assets := filepath.Join(opts.Dir, "assets")
-	if err := os.MkdirAll(assets, 0o755); err != nil {
-		return nil, err
-	}
-	a.Server = "127.0.0.1:" + strconv.Itoa(port)
-	a.server, err = Start("argocd-server", append([]string{bin, "--insecure", "--address", "127.0.0.1",
-		"--port", strconv.Itoa(port), "--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(sMetrics),
-		"--staticassets", assets, "--dex-server", "http://127.0.0.1:1"}, common...),
-		append(envs, "ARGOCD_BINARY_NAME=argocd-server"), opts.Dir, opts.LogTo)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.server.waitHTTPOK("argocd-server", "http://"+a.Server+"/healthz", 90*time.Second, 200*time.Millisecond); err != nil {
-		return nil, err
-	}
-
-	cMetrics, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	a.controller, err = Start("argocd-application-controller", append([]string{bin,
-		"--metrics-port", strconv.Itoa(cMetrics),
-		// Two of each is plenty for a handful of Applications on two cores.
-		"--status-processors", "2", "--operation-processors", "2"}, common...),
-		append(envs, "ARGOCD_BINARY_NAME=argocd-application-controller"), opts.Dir, opts.LogTo)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.controller.waitHTTPOK("argocd-application-controller", "http://127.0.0.1:"+strconv.Itoa(cMetrics)+"/healthz", 90*time.Second, 200*time.Millisecond); err != nil {
-		return nil, err
-	}
-
+	var password string
 	err = Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
 		data, found, err := c.SecretData(ns, "argocd-initial-admin-secret")
 		if err != nil || !found {
 			return false, fmt.Errorf("argocd-initial-admin-secret: found %v, %v", found, err)
 		}
-		a.Password = string(data["password"])
-		return a.Password != "", errors.New("argocd-initial-admin-secret has no password")
+		password = string(data["password"])
+		return password != "", errors.New("argocd-initial-admin-secret has no password")
 	})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := a.CLI("login", a.Server, "--plaintext", "--username", "admin", "--password", a.Password); err != nil {
+	if _, err := a.CLI("login", a.Server, "--plaintext", "--username", "admin", "--password", password); err != nil {
 		return nil, err
 	}
-	var session struct {
-		Token string `json:"token"`
-	}
-	if err := a.API(http.MethodPost, "/api/v1/session", map[string]string{"username": "admin", "password": a.Password}, &session); err != nil {
+	// The API calls use the session the CLI's login made.
+	b, err := os.ReadFile(a.cliConfig())
+	if err != nil {
 		return nil, err
 	}
-	a.token = session.Token
+	var cfg struct {
+		Users []struct {
+			AuthToken string `json:"auth-token"`
+		} `json:"users"`
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil || len(cfg.Users) == 0 || cfg.Users[0].AuthToken == "" {
+		return nil, fmt.Errorf("the CLI's config %s holds no session token: %v", a.cliConfig(), err)
+	}
+	a.token = cfg.Users[0].AuthToken
 	return a, nil
 }
+
+func (a *ArgoCD) cliConfig() string { return filepath.Join(a.home, "config") }
 
 // CLI runs the release's argocd CLI, logged in as the admin, and returns what
 // it printed on stdout; a failure's error holds its stderr.
 func (a *ArgoCD) CLI(args ...string) (string, error) {
-	cmd := exec.Command(a.bin, append(args, "--config", filepath.Join(a.home, "config"))...)
+	cmd := exec.Command(a.bin, append(args, "--config", a.cliConfig())...)
 	cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd", "HOME="+a.home)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -239,7 +277,7 @@ func (a *ArgoCD) CLI(args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// APIError is a failed call of Argo CD's HTTP API: its status and message.
+// ArgoAPIError is a failed call of Argo CD's HTTP API: its status and message.
 type ArgoAPIError struct {
 	Code    int
 	Message string
@@ -247,64 +285,34 @@ type ArgoAPIError struct {
 
 func (e *ArgoAPIError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
 
+// argoHTTP is the API's client: a sync waits on the controller.
+var argoHTTP = &http.Client{Timeout: 90 * time.Second}
+
 // API calls Argo CD's HTTP API (what the UI calls) as the admin: in is sent
 // as JSON, the answer decoded into out (when non-nil).
 func (a *ArgoCD) API(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, "http://"+a.Server+path, body)
-	if err != nil {
+	err := callJSON(argoHTTP, method, "http://"+a.Server+path, http.Header{"Authorization": {"Bearer " + a.token}}, in, out)
+	var se *statusError
+	if !errors.As(err, &se) {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
+	var e struct {
+		Message string `json:"message"`
+		Error   string `json:"error"`
 	}
-	client := &http.Client{Timeout: 90 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
+	_ = json.Unmarshal(se.Body, &e)
+	msg := e.Message
+	if msg == "" {
+		msg = e.Error
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return err
+	if msg == "" {
+		msg = string(se.Body)
 	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Message string `json:"message"`
-			Error   string `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		msg := e.Message
-		if msg == "" {
-			msg = e.Error
-		}
-		if msg == "" {
-			msg = string(b)
-		}
-		return &ArgoAPIError{Code: resp.StatusCode, Message: msg}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
+	return &ArgoAPIError{Code: se.Code, Message: msg}
 }
 
 // ApplicationPath is the API path of Application name.
-func ApplicationPath(name string, query url.Values) string {
-	p := "/api/v1/applications/" + url.PathEscape(name)
-	if len(query) > 0 {
-		p += "?" + query.Encode()
-	}
-	return p
-}
+func ApplicationPath(name string) string { return "/api/v1/applications/" + url.PathEscape(name) }
 
 // Exited reports whether the API server or the controller has ended.
 func (a *ArgoCD) Exited() error {

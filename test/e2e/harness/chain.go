@@ -151,23 +151,37 @@ func (c *Client) ApplyFile(ns, path string, subst map[string]string) error {
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		meta, _ := obj["metadata"].(map[string]any)
-		if meta == nil {
+		if obj["metadata"] == nil {
 			continue
 		}
-		name, _ := meta["name"].(string)
-		kind, _ := obj["kind"].(string)
-		coll := map[string]string{
-			"ConfigMap":  "/api/v1/namespaces/" + ns + "/configmaps",
-			"Secret":     "/api/v1/namespaces/" + ns + "/secrets",
-			"Deployment": "/apis/apps/v1/namespaces/" + ns + "/deployments",
-		}[kind]
-		if coll == "" {
-			return fmt.Errorf("%s: kind %q is not handled here", path, kind)
+		if err := c.ApplyObject(ns, obj); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := c.Apply(coll, name, obj); err != nil {
-			return fmt.Errorf("apply %s %s: %w", kind, name, err)
-		}
+	}
+	return nil
+}
+
+// ApplyObject creates or replaces obj, of one of the kinds the tests apply
+// from manifests, in ns when the kind is namespaced.
+func (c *Client) ApplyObject(ns string, obj map[string]any) error {
+	kind, _ := obj["kind"].(string)
+	meta, _ := obj["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	core, rbac := "/api/v1/namespaces/"+ns+"/", "/apis/rbac.authorization.k8s.io/v1/"
+	coll, namespaced := map[string]string{
+		"ConfigMap": core + "configmaps", "Secret": core + "secrets", "ServiceAccount": core + "serviceaccounts",
+		"Deployment": "/apis/apps/v1/namespaces/" + ns + "/deployments",
+		"Role":       rbac + "namespaces/" + ns + "/roles", "RoleBinding": rbac + "namespaces/" + ns + "/rolebindings",
+		"ClusterRole": rbac + "clusterroles", "ClusterRoleBinding": rbac + "clusterrolebindings",
+	}[kind], !strings.HasPrefix(kind, "Cluster")
+	if coll == "" || meta == nil {
+		return fmt.Errorf("kind %q is not handled here", kind)
+	}
+	if namespaced {
+		meta["namespace"] = ns
+	}
+	if err := c.Apply(coll, name, obj); err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, name, err)
 	}
 	return nil
 }

@@ -1,11 +1,9 @@
 package harness
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -51,47 +49,24 @@ func (c *Client) Do(method, path string, query url.Values, in, out any) error {
 }
 
 func (c *Client) do(method, path string, query url.Values, in, out any, contentType string) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
 	u := c.base + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
+	h := http.Header{"Authorization": {"Bearer " + c.token}, "Accept": {"application/json"}}
 	if in != nil {
-		req.Header.Set("Content-Type", contentType)
+		h.Set("Content-Type", contentType)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
+	err := callJSON(c.http, method, u, h, in, out)
+	var se *statusError
+	if !errors.As(err, &se) {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
+	var st metav1.Status
+	if json.Unmarshal(se.Body, &st) == nil && st.Message != "" {
+		return &APIError{Code: se.Code, Reason: string(st.Reason), Message: st.Message}
 	}
-	if resp.StatusCode/100 != 2 {
-		var st metav1.Status
-		if json.Unmarshal(b, &st) == nil && st.Message != "" {
-			return &APIError{Code: resp.StatusCode, Reason: string(st.Reason), Message: st.Message}
-		}
-		return &APIError{Code: resp.StatusCode, Reason: resp.Status, Message: string(b)}
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return &APIError{Code: se.Code, Reason: se.Status, Message: string(se.Body)}
 }
 
 // Get decodes GET path into out.

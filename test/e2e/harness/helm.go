@@ -121,7 +121,7 @@ func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io
 
 // waitReady waits until /readyz is 200.
 func (in *Injector) waitReady() error {
-	return in.proc.waitHTTPOK("cmp-injector", in.MetricsURL+"/readyz", 30*time.Second, 50*time.Millisecond)
+	return in.proc.WaitHTTPOK("cmp-injector", in.MetricsURL+"/readyz", 30*time.Second, 50*time.Millisecond)
 }
 
 // FirstLines is the first n lines of s (for printing helm's output).

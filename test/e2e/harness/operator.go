@@ -149,7 +149,7 @@ func StartOperator(kubeconfig, namespace, dir string, logTo io.Writer) (*Operato
 	if err != nil {
 		return nil, err
 	}
-	err = o.proc.waitHTTPOK("argocd-operator", "http://"+probe+"/readyz", 120*time.Second, 200*time.Millisecond)
+	err = o.proc.WaitHTTPOK("argocd-operator", "http://"+probe+"/readyz", 120*time.Second, 200*time.Millisecond)
 	if err != nil {
 		_ = o.Stop()
 		return nil, err

@@ -81,10 +81,10 @@ func (p *Process) Wait(timeout time.Duration) error {
 	}
 }
 
-// waitHTTPOK polls url until it answers 200, failing at once with the
+// WaitHTTPOK polls url until it answers 200, failing at once with the
 // process's last output when the process exits first: the readiness wait of
 // every server the harness starts and probes over HTTP.
-func (p *Process) waitHTTPOK(name, url string, timeout, every time.Duration) error {
+func (p *Process) WaitHTTPOK(name, url string, timeout, every time.Duration) error {
 	return Eventually(timeout, every, func() (bool, error) {
 		if done, werr := p.Exited(); done {
 			return false, Final(fmt.Errorf("%s exited: %v\n%s", name, werr, tail(p.Output(), 4000)))

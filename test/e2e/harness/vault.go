@@ -1,10 +1,9 @@
 package harness
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -88,7 +87,7 @@ func StartVault(dir string, logTo io.Writer) (_ *Vault, err error) {
 		}
 	}()
 	// sys/health answers 200 only when initialized, unsealed and active.
-	if err := v.proc.waitHTTPOK("vault", v.Addr+"/v1/sys/health", 60*time.Second, 100*time.Millisecond); err != nil {
+	if err := v.proc.WaitHTTPOK("vault", v.Addr+"/v1/sys/health", 60*time.Second, 100*time.Millisecond); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -107,39 +106,13 @@ func (v *Vault) Output() string { return v.proc.Output() }
 
 // call sends one API request with the root token; out may be nil.
 func (v *Vault) call(method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, v.Addr+"/v1/"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("X-Vault-Token", v.root)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := v.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
+	err := callJSON(v.http, method, v.Addr+"/v1/"+path, http.Header{"X-Vault-Token": {v.root}}, in, out)
+	var se *statusError
+	if errors.As(err, &se) {
 		// Vault's errors name paths and reasons, never stored values.
-		return fmt.Errorf("vault %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("vault %s %s: %s: %s", method, path, se.Status, strings.TrimSpace(string(se.Body)))
 	}
-	if out != nil && len(b) > 0 {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return err
 }
 
 // PutSecret writes data as the current version of secret/<path> (kv-v2,

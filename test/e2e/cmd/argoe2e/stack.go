@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -114,7 +114,7 @@ func startStack(ctx context.Context, root, work, src string, rel harness.ArgoRel
 	if err := s.applyTestManifests(src); err != nil {
 		return s, err
 	}
-	for _, d := range []string{"app/config/tls", "app/config/ssh", "app/config/gpg/source", "app/config/gpg/keys", "app/config/plugin", "home"} {
+	for _, d := range []string{"app/config/tls", "app/config/ssh", "app/config/gpg/source", "app/config/gpg/keys", "app/config/plugin"} {
 		if err := os.MkdirAll(filepath.Join(s.e2eDir, d), 0o700); err != nil {
 			return s, err
 		}
@@ -149,112 +149,104 @@ func (s *stack) applyTestManifests(src string) error {
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 			return err
 		}
-		kind, _ := obj["kind"].(string)
-		meta, _ := obj["metadata"].(map[string]any)
-		name, _ := meta["name"].(string)
-		ns := "/api/v1/namespaces/" + argoNamespace + "/"
-		rbac := "/apis/rbac.authorization.k8s.io/v1/"
-		coll := map[string]string{
-			"ConfigMap": ns + "configmaps", "Secret": ns + "secrets", "ServiceAccount": ns + "serviceaccounts",
-			"Role": rbac + "namespaces/" + argoNamespace + "/roles", "RoleBinding": rbac + "namespaces/" + argoNamespace + "/rolebindings",
-			"ClusterRole": rbac + "clusterroles", "ClusterRoleBinding": rbac + "clusterrolebindings",
-		}[kind]
-		switch {
-		case kind == "CustomResourceDefinition":
+		switch obj["kind"] {
+		case "CustomResourceDefinition":
 			f := filepath.Join(s.work, fmt.Sprintf("crd-%d.yaml", i))
 			if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 				return err
 			}
 			crds = append(crds, f)
-		case coll != "":
-			if meta != nil && kind != "ClusterRole" && kind != "ClusterRoleBinding" {
-				meta["namespace"] = argoNamespace
-			}
-			if err := c.Apply(coll, name, obj); err != nil {
-				return fmt.Errorf("apply %s %s: %w", kind, name, err)
+		case "Deployment", "Service", "NetworkPolicy":
+			// The notifications controller's: nothing runs its pods here.
+		default:
+			if err := c.ApplyObject(argoNamespace, obj); err != nil {
+				return err
 			}
 		}
 	}
 	return c.InstallCRDs(crds...)
 }
 
-// startArgoCD runs the API server, the application controller and the
-// repo-server under goreman, with the settings Argo CD's Makefile
-// (start-e2e-local) and Procfile give them, on free loopback ports.
+// procfileNames are the names Argo CD's Procfile gives its processes, which
+// the fixture asks goreman about.
+var procfileNames = map[string]string{
+	"argocd-server": "api-server", "argocd-application-controller": "controller",
+	"argocd-repo-server": "repo-server", "argocd-commit-server": "commit-server",
+}
+
+// startArgoCD runs the API server, the application controller, the
+// repo-server and the commit server under goreman, with the settings Argo
+// CD's Makefile (start-e2e-local) and Procfile give them, on free loopback
+// ports; the API server and the controller as the suite runs them
+// (harness.ArgoServers).
 func (s *stack) startArgoCD() error {
 	ports := map[string]int{}
-	for _, n := range []string{"api", "api-metrics", "repo", "repo-metrics", "controller-metrics", "commit", "commit-metrics", "goreman"} {
+	for _, n := range []string{"repo", "repo-metrics", "commit", "commit-metrics", "goreman"} {
 		p, err := harness.FreePort()
 		if err != nil {
 			return err
 		}
 		ports[n] = p
 	}
-	s.apiAddr = "127.0.0.1:" + strconv.Itoa(ports["api"])
 	s.goremanPort = ports["goreman"]
 	repoAddr := "127.0.0.1:" + strconv.Itoa(ports["repo"])
+	commitAddr := "127.0.0.1:" + strconv.Itoa(ports["commit"])
 	cfg := func(p string) string { return filepath.Join(s.e2eDir, "app", "config", p) }
-	bin := filepath.Join(s.root, "bin")
-	// Argo CD's image holds scripts of its own next to the binary
-	// (git-verify-wrapper.sh, which the repo-server runs for every
-	// generation): hack/tools.sh installs them beside it.
-	real, err := filepath.EvalSymlinks(s.argocd)
+	imageBin, err := harness.ArgoImageBin(s.argocd)
 	if err != nil {
 		return err
 	}
-	bin = filepath.Dir(real) + ":" + bin
 	common := []string{
-		"ARGOCD_FAKE_IN_CLUSTER=true", "ARGOCD_E2E_TEST=true", "KUBECONFIG=" + s.kubeconfig,
-		"REDIS_PASSWORD=" + redisPassword, "HOME=" + filepath.Join(s.e2eDir, "home"),
-		"ARGOCD_TLS_DATA_PATH=" + cfg("tls"), "ARGOCD_SSH_DATA_PATH=" + cfg("ssh"),
+		"ARGOCD_E2E_TEST=true", "ARGOCD_TLS_DATA_PATH=" + cfg("tls"), "ARGOCD_SSH_DATA_PATH=" + cfg("ssh"),
 		"ARGOCD_CLUSTER_CACHE_EVENTS_PROCESSING_INTERVAL=1ms",
 		// The source hydrator (its test renders through a plugin) and the
 		// commit server it pushes with, as start-e2e-local turns them on.
 		"ARGOCD_HYDRATOR_ENABLED=true",
 	}
-	// Debug, as Argo CD's Procfile runs them: the log is the work dir's.
-	redis := []string{"--redis", s.redis.Addr, "--loglevel", "debug", "--logformat", "text"}
-	nsFlags := []string{"--namespace", argoNamespace, "--kubeconfig", s.kubeconfig, "--application-namespaces", strings.Join(appNamespaces, ",")}
-	procs := []struct {
-		name string
-		env  []string
-		args []string
-	}{
-		{"repo-server", []string{"ARGOCD_BINARY_NAME=argocd-repo-server",
-			"PATH=" + filepath.Join(s.src, "dist") + ":" + bin + ":" + os.Getenv("PATH"),
-			"GIT_CONFIG_GLOBAL=" + filepath.Join(s.src, "test", "e2e", "fixture", "gitconfig"), "GIT_CONFIG_NOSYSTEM=1",
-			"ARGOCD_GNUPGHOME=" + cfg("gpg/keys"), "ARGOCD_GPG_DATA_PATH=" + cfg("gpg/source"), "ARGOCD_GPG_ENABLED=false",
-			"ARGOCD_PLUGINSOCKFILEPATH=" + cfg("plugin"), "ARGOCD_PLUGINCONFIGFILEPATH=" + cfg("plugin")},
-			append([]string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports["repo"]),
-				"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports["repo-metrics"])}, redis...)},
-		{"api-server", []string{"ARGOCD_BINARY_NAME=argocd-server"},
-			append(append([]string{"--insecure", "--disable-auth=false", "--address", "127.0.0.1", "--port", strconv.Itoa(ports["api"]),
-				"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports["api-metrics"]),
-				"--repo-server", repoAddr, "--dex-server", "http://127.0.0.1:1", "--hydrator-enabled", "--staticassets", filepath.Join(s.work, "assets")}, redis...), nsFlags...)},
-		{"commit-server", []string{"ARGOCD_BINARY_NAME=argocd-commit-server",
-			"PATH=" + filepath.Join(s.src, "dist") + ":" + bin + ":" + os.Getenv("PATH"),
-			"GIT_CONFIG_GLOBAL=" + filepath.Join(s.src, "test", "e2e", "fixture", "gitconfig"), "GIT_CONFIG_NOSYSTEM=1"},
-			[]string{"--address", "127.0.0.1", "--port", strconv.Itoa(ports["commit"]), "--metrics-address", "127.0.0.1",
-				"--metrics-port", strconv.Itoa(ports["commit-metrics"]), "--loglevel", "debug", "--logformat", "text"}},
-		{"controller", []string{"ARGOCD_BINARY_NAME=argocd-application-controller", "HOSTNAME=testappcontroller-1"},
-			append(append([]string{"--repo-server", repoAddr, "--metrics-port", strconv.Itoa(ports["controller-metrics"]),
-				"--commit-server", "127.0.0.1:" + strconv.Itoa(ports["commit"]), "--hydrator-enabled",
-				"--status-processors", "2", "--operation-processors", "2"}, redis...), nsFlags...)},
-	}
-	if err := os.MkdirAll(filepath.Join(s.work, "assets"), 0o755); err != nil {
+	appNS := []string{"--application-namespaces", strings.Join(appNamespaces, ","), "--hydrator-enabled"}
+	server, controller, addr, err := harness.ArgoServers(s.argocd, harness.ArgoServerOptions{
+		Namespace: argoNamespace, RepoServer: repoAddr, Redis: s.redis.Addr, RedisPassword: redisPassword,
+		// Outside ARGOCD_E2E_DIR, which the fixture empties before each test.
+		Kubeconfig: s.kubeconfig, Dir: filepath.Join(s.work, "argocd"),
+		// Debug, as Argo CD's Procfile runs them: the log is the work dir's.
+		LogLevel: "debug", Env: common,
+		ServerArgs:     append([]string{"--disable-auth=false"}, appNS...),
+		ControllerArgs: append([]string{"--commit-server", commitAddr}, appNS...),
+	})
+	if err != nil {
 		return err
+	}
+	s.apiAddr = addr
+	// The repo-server and the commit server run git: the image's scripts,
+	// bin/'s tools and dist/ (the fixture's argocd) on PATH, the fixture's
+	// git config.
+	gitEnv := append(slices.Clone(common),
+		"PATH="+filepath.Join(s.src, "dist")+":"+imageBin+":"+filepath.Join(s.root, "bin")+":"+os.Getenv("PATH"),
+		"GIT_CONFIG_GLOBAL="+filepath.Join(s.src, "test", "e2e", "fixture", "gitconfig"), "GIT_CONFIG_NOSYSTEM=1",
+		"REDIS_PASSWORD="+redisPassword, "HOME="+filepath.Join(s.work, "argocd"),
+		"ARGOCD_FAKE_IN_CLUSTER=true", "KUBECONFIG="+s.kubeconfig)
+	logFlags := []string{"--loglevel", "debug", "--logformat", "text"}
+	procs := []harness.ArgoProcess{server, controller,
+		{Name: "argocd-repo-server",
+			Env: append(gitEnv[:len(gitEnv):len(gitEnv)], "ARGOCD_BINARY_NAME=argocd-repo-server",
+				"ARGOCD_GNUPGHOME="+cfg("gpg/keys"), "ARGOCD_GPG_DATA_PATH="+cfg("gpg/source"), "ARGOCD_GPG_ENABLED=false",
+				"ARGOCD_PLUGINSOCKFILEPATH="+cfg("plugin"), "ARGOCD_PLUGINCONFIGFILEPATH="+cfg("plugin")),
+			Argv: append([]string{s.argocd, "--address", "127.0.0.1", "--port", strconv.Itoa(ports["repo"]),
+				"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports["repo-metrics"]), "--redis", s.redis.Addr}, logFlags...),
+			Health: "http://127.0.0.1:" + strconv.Itoa(ports["repo-metrics"]) + "/healthz"},
+		{Name: "argocd-commit-server",
+			Env: append(gitEnv[:len(gitEnv):len(gitEnv)], "ARGOCD_BINARY_NAME=argocd-commit-server"),
+			Argv: append([]string{s.argocd, "--address", "127.0.0.1", "--port", strconv.Itoa(ports["commit"]),
+				"--metrics-address", "127.0.0.1", "--metrics-port", strconv.Itoa(ports["commit-metrics"])}, logFlags...),
+			Health: "http://127.0.0.1:" + strconv.Itoa(ports["commit-metrics"]) + "/healthz"},
 	}
 	var procfile strings.Builder
 	for _, p := range procs {
-		words := []string{"exec", "env"}
-		words = append(words, common...)
-		words = append(words, p.env...)
-		words = append(words, s.argocd)
-		words = append(words, p.args...)
+		words := append(append([]string{"exec", "env"}, p.Env...), p.Argv...)
 		for i, w := range words {
 			words[i] = shellQuote(w)
 		}
-		fmt.Fprintf(&procfile, "%s: %s\n", p.name, strings.Join(words, " "))
+		fmt.Fprintf(&procfile, "%s: %s\n", procfileNames[p.Name], strings.Join(words, " "))
 	}
 	pf := filepath.Join(s.work, "Procfile")
 	if err := os.WriteFile(pf, []byte(procfile.String()), 0o644); err != nil {
@@ -266,31 +258,12 @@ func (s *stack) startArgoCD() error {
 	if err != nil {
 		return err
 	}
-	for name, url := range map[string]string{
-		"api-server":    "http://" + s.apiAddr + "/healthz",
-		"repo-server":   "http://127.0.0.1:" + strconv.Itoa(ports["repo-metrics"]) + "/healthz",
-		"controller":    "http://127.0.0.1:" + strconv.Itoa(ports["controller-metrics"]) + "/healthz",
-		"commit-server": "http://127.0.0.1:" + strconv.Itoa(ports["commit-metrics"]) + "/healthz",
-	} {
-		if err := waitHTTP(s.goreman, name, url); err != nil {
+	for _, p := range procs {
+		if err := s.goreman.WaitHTTPOK("goreman (waiting for "+p.Name+")", p.Health, 120*time.Second, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func waitHTTP(p *harness.Process, name, url string) error {
-	return harness.Eventually(120*time.Second, 200*time.Millisecond, func() (bool, error) {
-		if done, err := p.Exited(); done {
-			return false, harness.Final(fmt.Errorf("goreman exited (%v) before %s answered:\n%s", err, name, lastLines(p.Output(), 40)))
-		}
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, fmt.Errorf("%s %s: %s", name, url, resp.Status)
-	})
 }
 
 // usePluginServer makes dist/argocd, which the fixture runs as the CLI and
@@ -353,23 +326,17 @@ func (s *stack) stop() {
 	}
 }
 
-// childrenOf lists the processes whose parent is pid.
+// childrenOf lists the processes whose parent is pid (each of its threads
+// keeps the children it started in /proc/<pid>/task/<tid>/children).
 func childrenOf(pid int) []int {
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			out = append(out, child)
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(field); err == nil {
+				out = append(out, child)
+			}
 		}
 	}
 	return out
