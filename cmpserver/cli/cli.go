@@ -1,5 +1,5 @@
 // Package cli is the cmp-server command line: serve (the default), run, call,
-// copy, probe, playground and version. cmd/cmp-server adds the helm subcommand. Every
+// copy, probe, publish, playground and version. cmd/cmp-server adds the helm subcommand. Every
 // command returns an error; serving.Program prints it once and picks the exit
 // code.
 package cli
@@ -27,6 +27,7 @@ func Commands() []serving.Command {
 		{Name: "run", Summary: "run a plugin.yaml's generate, parameters or match locally, as the sidecar would", Run: runCommand},
 		{Name: "call", Summary: "send a running plugin server a request over its socket, as a repo-server would", Run: callCommand},
 		{Name: "probe", Summary: "exit 0 once this container's plugin server answers; --wait until it does (the sidecar's postStart hook)", Run: probeCommand},
+		{Name: "publish", Summary: "publish each plugin's socket from its private directory to the repo-server's (the injected pod's sockets container)", Run: publishCommand},
 		{Name: "copy", Summary: "copy this binary to DEST (the init container's job)", Run: copyCommand},
 		{Name: "playground", Summary: "serve a local page to write a plugin against: its parameters as Argo CD shows them, live manifests", Run: playgroundCommand},
 		serving.VersionCommand("cmp-server", version.Version),

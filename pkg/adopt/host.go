@@ -227,6 +227,13 @@ func isPluginServer(c *corev1.Container) bool {
 	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == keys.PluginSocketDir })
 }
 
+// oursSockets reports whether name is the injector's sockets container,
+// listed as such by the host's status annotation.
+func (h *host) oursSockets(name string) bool {
+	return h.status != nil && name == keys.SocketsContainer &&
+		(slices.Contains(h.status.Containers, name) || slices.Contains(h.status.InitContainers, name))
+}
+
 // oursName is the plugin whose sidecar the injector named name, or "".
 func (h *host) oursName(name string) string {
 	if h.status == nil {

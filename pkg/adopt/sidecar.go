@@ -21,6 +21,12 @@ func (a *adopter) adoptHost(h *host) {
 	var taken, names []string
 	classic := false
 	for _, sc := range h.sidecars() {
+		if h.oursSockets(sc.c.Name) {
+			// The injector's sockets container goes with the sidecars it
+			// served; the injector adds it again.
+			taken = append(taken, sc.c.Name)
+			continue
+		}
 		pc := &pluginCtx{h: h, c: sc.c, native: sc.native, ours: sc.ours, ns: ns}
 		want := strings.TrimPrefix(sc.c.Name, keys.SidecarPrefix)
 		if sc.ours != "" {
@@ -121,7 +127,7 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 				return false
 			}
 			p.Config, configured = cfg, true
-		case pc.ours != "" && m.Name == keys.NoTokenVolume:
+		case pc.ours != "" && (m.Name == keys.NoTokenVolume || m.MountPath == keys.ShmDir):
 		case pc.ours != "" && m.MountPath == keys.PluginHomeDir:
 			a.homeMount(pc, m)
 		default:

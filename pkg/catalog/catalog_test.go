@@ -85,6 +85,9 @@ plugins:
     image: a
     config:
       inline: {kind: ConfigManagementPlugin, metadata: {name: broken}, spec: {generat: {command: [a]}}}
+  injector-sockets:
+    image: a
+    config: {fromImage: true}
 namespaces:
   argocd: [helm, kustomise, helm]
 `
@@ -107,6 +110,7 @@ namespaces:
 		"plugins.Bad_Name: invalid plugin name",
 		`plugins.v1-again.config: socket "cdk8s-v1.sock" is already used by plugin "v1"`,
 		`plugins.broken.config.inline: `,
+		`plugins.injector-sockets: plugin name "injector-sockets" is reserved`,
 		`namespaces.argocd[1]: unknown plugin "kustomise"`,
 		`namespaces.argocd[2]: duplicate plugin "helm"`,
 	} {

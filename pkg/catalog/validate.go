@@ -122,6 +122,10 @@ func validatePluginName(p *problems, name string) {
 	if len(name) > keys.MaxPluginNameLen {
 		p.addf(field, "plugin name longer than %d characters", keys.MaxPluginNameLen)
 	}
+	// Its sidecar would carry the name of a container the injector adds.
+	if n := keys.SidecarName(name); n == keys.CopyInitContainer || n == keys.SocketsContainer {
+		p.addf(field, "plugin name %q is reserved: its sidecar would be named %q, like the injector's own container", name, n)
+	}
 }
 
 func validatePlugin(p *problems, name string, pl *Plugin) {

@@ -26,7 +26,7 @@ const (
 // reservedMountPaths are the paths the injector mounts in every sidecar (or,
 // for the HOME, in any sidecar with a home): a catalog volume there, above
 // or below would hide or be hidden by them.
-var reservedMountPaths = []string{"/tmp", keys.VarFilesMountPath, keys.PluginSocketDir, keys.PluginConfigDir, keys.PluginHomeDir}
+var reservedMountPaths = []string{"/tmp", keys.VarFilesMountPath, keys.PluginSocketDir, keys.PluginConfigDir, keys.PluginHomeDir, keys.ShmDir}
 
 // homeEnv are the variables a plugin's home sets; the catalog's env must not
 // set them as well (the container would have two values, the last winning).

@@ -2,6 +2,7 @@ package inject
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -11,8 +12,9 @@ import (
 // native sidecar's postStart hook. Both run the copied binary in the sidecar,
 // with the sidecar's env and mounts, so they resolve the same socket.
 const (
-	serveCommand = "serve"
-	probeCommand = "probe"
+	serveCommand   = "serve"
+	probeCommand   = "probe"
+	publishCommand = "publish"
 )
 
 // startGateTimeout bounds how long a native sidecar's server may take to
@@ -57,8 +59,14 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		// Read-only: one plugin must not be able to replace the server binary
 		// that every other sidecar executes.
 		{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath, ReadOnly: true},
-		{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir},
+		// Only the plugin's own directory of the socket volume: its commands
+		// cannot delete, replace or dial another plugin's socket. The
+		// sockets container publishes it where the repo-server looks.
+		{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir, SubPath: keys.PrivateSocketSubPath(e.Name)},
 		{Name: keys.TmpVolumeName(e.Name), MountPath: "/tmp"},
+		// The pod's /dev/shm is shared by its containers, and the
+		// repo-server keeps SSH private keys there while it clones.
+		{Name: keys.ShmVolumeName(e.Name), MountPath: keys.ShmDir},
 	}
 	switch {
 	case e.Config.ConfigMap != nil:
@@ -101,6 +109,50 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 	return ctr
 }
 
+// socketsContainer publishes every plugin's socket (cmp-server publish, from
+// the copy image): the only container beside the repo-server that mounts the
+// whole socket volume. It reads each plugin's name from the plugin's own
+// config volume, read-only, when the catalog gives one; a plugin.yaml baked
+// into the image names its socket by the first one its server makes, before
+// any request can reach it. As a native sidecar it starts after every plugin,
+// and its hook holds the repo-server until every socket is published.
+func socketsContainer(c *catalog.Catalog, entries []*catalog.Entry, uid int64, native bool) corev1.Container {
+	mounts := []corev1.VolumeMount{{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}, noTokenMount()}
+	routes := []string{"--config-dir", keys.SocketsConfigDir}
+	for _, e := range entries {
+		dir := keys.SocketsConfigDir + "/" + e.Name
+		file := dir + "/" + keys.PluginConfigFile
+		switch {
+		case e.Config.ConfigMap != nil:
+			mounts = append(mounts, corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: file, SubPath: e.Config.ConfigMap.Key, ReadOnly: true})
+			routes = append(routes, "--plugin", e.Name)
+		case e.InlineYAML != "":
+			mounts = append(mounts, corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: dir, ReadOnly: true})
+			routes = append(routes, "--plugin", e.Name)
+		default:
+			routes = append(routes, "--image-configured", e.Name)
+		}
+	}
+	ctr := corev1.Container{
+		Name:                     keys.SocketsContainer,
+		Image:                    c.Defaults.CopyImage,
+		ImagePullPolicy:          c.Defaults.CopyImagePullPolicy,
+		Command:                  append([]string{keys.CopyServerBinary, publishCommand}, routes...),
+		Resources:                *c.Defaults.Resources.DeepCopy(),
+		VolumeMounts:             mounts,
+		SecurityContext:          restricted(uid),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if native {
+		always := corev1.ContainerRestartPolicyAlways
+		ctr.RestartPolicy = &always
+		hook := append([]string{keys.CopyServerBinary, publishCommand, "--wait", "--timeout", startGateTimeout,
+			"--termination-log", corev1.TerminationMessagePathDefault}, routes...)
+		ctr.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: hook}}}
+	}
+	return ctr
+}
+
 // startGate holds the containers after a native sidecar (eventually the
 // repo-server, which would otherwise enumerate sockets before the plugin
 // listens and fall back to plain-directory manifests) until the plugin's
@@ -134,10 +186,19 @@ func startGate() *corev1.LifecycleHandler {
 	}}}
 }
 
-// pluginVolumes are the volumes one plugin owns: its /tmp, unless the image
-// bakes it its config, then its home and catalog volumes.
+// shmSize bounds a sidecar's private /dev/shm as container runtimes bound
+// the pod's (64 MiB); it is memory, counted against the sidecar's limit.
+var shmSize = resource.MustParse("64Mi")
+
+// pluginVolumes are the volumes one plugin owns: its /tmp and /dev/shm, its
+// config unless the image bakes it, then its home and catalog volumes.
 func pluginVolumes(cat *catalog.Catalog, e *catalog.Entry) []corev1.Volume {
-	vols := []corev1.Volume{tmpVolume(cat, e)}
+	vols := []corev1.Volume{tmpVolume(cat, e), {
+		Name: keys.ShmVolumeName(e.Name),
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: &shmSize,
+		}},
+	}}
 	switch {
 	case e.Config.ConfigMap != nil:
 		vols = append(vols, corev1.Volume{

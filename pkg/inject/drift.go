@@ -177,6 +177,13 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 			stale("", StaleCopyImage, "the copy init container runs %s, the catalog's copy image is %s (the plugin server binary of every sidecar)", c.Image, cat.Defaults.CopyImage)
 		}
 	}
+	// A pod injected before sockets were private has no sockets container:
+	// each of its plugins can reach the others' sockets until it is rolled.
+	if c, _ := findContainer(pod, keys.SocketsContainer); c == nil {
+		stale("", StaleContainerSpec, "container %s is missing: the plugins share one socket directory (injected by an earlier cmp-injector)", keys.SocketsContainer)
+	} else if c.Image != cat.Defaults.CopyImage {
+		stale("", StaleCopyImage, "container %s runs %s, the catalog's copy image is %s", keys.SocketsContainer, c.Image, cat.Defaults.CopyImage)
+	}
 	d.Stale = append(d.Stale, repoServerEnvDrift(pod, st, cat)...)
 	sort.SliceStable(d.Stale, func(i, j int) bool {
 		if d.Stale[i].Plugin != d.Stale[j].Plugin {

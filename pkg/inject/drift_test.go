@@ -136,7 +136,23 @@ func TestDriftLiveVersusStale(t *testing.T) {
 			edit:  func(p *corev1.Pod) { p.Annotations[keys.PluginsAnnotation] = "helm, kustomize" },
 			stale: []string{"kustomize/plugin_added"}},
 		{name: "copy image", plugins: "helm", rev: "r1", cat: catalogWith(t, "copyImage: cmp-server:1", "copyImage: cmp-server:2"),
-			stale: []string{"/copy_image"}},
+			stale: []string{"/copy_image", "/copy_image"}},
+		// Pods of an injector before private socket dirs: every plugin could
+		// reach every socket, so each is rolled.
+		{name: "no sockets container", plugins: "helm", rev: "r1", cat: testCat(t),
+			edit: func(p *corev1.Pod) {
+				p.Spec.InitContainers = slices.DeleteFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == keys.SocketsContainer })
+			},
+			stale: []string{"/container_spec"}},
+		{name: "sidecar mounting the whole socket dir", plugins: "helm", rev: "r1", cat: testCat(t),
+			edit: func(p *corev1.Pod) {
+				c := &p.Spec.InitContainers[1]
+				c.VolumeMounts = slices.Clone(c.VolumeMounts)
+				for i := range c.VolumeMounts {
+					c.VolumeMounts[i].SubPath = strings.Replace(c.VolumeMounts[i].SubPath, keys.PrivateSocketSubPath("helm"), "", 1)
+				}
+			},
+			stale: []string{"helm/container_spec"}},
 		{name: "repo-server setting", plugins: "helm", rev: "r1",
 			cat:   catalogWith(t, "defaults: {copyImage: cmp-server:1}", "defaults: {copyImage: cmp-server:1, repoServer: {cmpChunkSize: 65536}}"),
 			stale: []string{"/repo_server_env"}},

@@ -149,7 +149,7 @@ func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.E
 		volumes[v.Name] = true
 	}
 	var problems []Problem
-	want := []string{keys.CopyInitContainer}
+	want := []string{keys.CopyInitContainer, keys.SocketsContainer}
 	wantVols := []string{keys.NoTokenVolume}
 	if wantsGitCredentials(entries) {
 		wantVols = append(wantVols, keys.AskPassVolume)
@@ -291,6 +291,14 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 		sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sidecar", name: e.Name, image: image, uid: uid, native: native},
 			func() any { return sidecar(cat, e, image, uid, native) }))
 	}
+	// The sockets container follows every sidecar: as a native one its
+	// hook then sees every plugin's socket. It differs with the plugin set,
+	// so it is not cached.
+	if !patchOnly {
+		sidecars = append(sidecars, socketsContainer(cat, p.entries, uid, native))
+	}
+	sidecarNames = append(sidecarNames, keys.SocketsContainer)
+	sidecarsJSON = append(sidecarsJSON, mustJSON(socketsContainer(cat, p.entries, uid, native)))
 	var mains []corev1.Container
 	var mainsJSON []json.RawMessage
 	if native {

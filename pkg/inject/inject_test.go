@@ -172,7 +172,7 @@ func TestRepoServerPlacementAndUID(t *testing.T) {
 
 func TestConfigMapMountUsesKeyAsSubPath(t *testing.T) {
 	r := Inject(pod(map[string]string{keys.PluginsAnnotation: "kustomize"}, nil), "argocd", testCat(t))
-	m := r.Pod.Spec.InitContainers[1].VolumeMounts[3]
+	m := r.Pod.Spec.InitContainers[1].VolumeMounts[4]
 	if m.SubPath != "cfg.yaml" || m.MountPath != keys.PluginConfigDir+"/plugin.yaml" || !m.ReadOnly {
 		t.Errorf("config mount %+v", m)
 	}
@@ -242,6 +242,11 @@ func TestStartGateOnlyOnNativeSidecars(t *testing.T) {
 				t.Errorf("the copy init container has a lifecycle: %+v", c.Lifecycle)
 			}
 			continue
+		}
+		want := want
+		if c.Name == keys.SocketsContainer {
+			want = []string{keys.CopyServerBinary, "publish", "--wait", "--timeout", "60s", "--termination-log", "/dev/termination-log",
+				"--config-dir", keys.SocketsConfigDir, "--plugin", "helm", "--plugin", "kustomize"}
 		}
 		if c.Lifecycle == nil || c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil ||
 			!reflect.DeepEqual(c.Lifecycle.PostStart.Exec.Command, want) || c.Lifecycle.PreStop != nil {
@@ -326,7 +331,7 @@ func TestTmpSizeLimit(t *testing.T) {
 	// Unset: unbounded, as before.
 	r = Inject(pod(map[string]string{keys.PluginsAnnotation: "helm"}, nil), "argocd", testCat(t))
 	for _, v := range r.Pod.Spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil {
+		if v.EmptyDir != nil && v.EmptyDir.SizeLimit != nil && v.Name != keys.ShmVolumeName("helm") {
 			t.Errorf("volume %s bounded without a setting", v.Name)
 		}
 	}
@@ -365,5 +370,64 @@ func TestRunAsUserAssigned(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", bad, err, want)
 		}
+	}
+}
+
+// No plugin's sidecar mounts the socket directory whole: each binds in its
+// own part of the volume, which only the repo-server and the sockets
+// container see whole, and each has a /dev/shm of its own (the repo-server
+// keeps SSH keys in the pod's). The sockets container reads each plugin's
+// name from the plugin's config volume, read-only.
+func TestEachSidecarSeesOnlyItsOwnSocketDir(t *testing.T) {
+	for _, native := range []bool{true, false} {
+		cat := testCat(t)
+		cat.Defaults.NativeSidecars = native
+		r := Inject(pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), "argocd", cat)
+		if r.Decision != Injected {
+			t.Fatalf("%+v", r)
+		}
+		whole := map[string]bool{}
+		var sockets *corev1.Container
+		for _, list := range [][]corev1.Container{r.Pod.Spec.InitContainers, r.Pod.Spec.Containers} {
+			for i := range list {
+				c := &list[i]
+				if c.Name == keys.SocketsContainer {
+					sockets = c
+				}
+				plugin := strings.TrimPrefix(c.Name, keys.SidecarPrefix)
+				for _, m := range c.VolumeMounts {
+					switch {
+					case m.Name == keys.PluginsVolume && m.SubPath == "":
+						whole[c.Name] = true
+					case m.Name == keys.PluginsVolume && m.SubPath != keys.PrivateSocketSubPath(plugin):
+						t.Errorf("%s mounts the socket volume's %q", c.Name, m.SubPath)
+					}
+				}
+				if _, ok := cat.Plugins[plugin]; ok && !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == keys.ShmVolumeName(plugin) && m.MountPath == keys.ShmDir
+				}) {
+					t.Errorf("%s has no private %s: %+v", c.Name, keys.ShmDir, c.VolumeMounts)
+				}
+			}
+		}
+		if !whole["argocd-repo-server"] || !whole[keys.SocketsContainer] || len(whole) != 2 {
+			t.Errorf("native %v: containers mounting the socket volume whole: %v, want the repo-server and %s", native, whole, keys.SocketsContainer)
+		}
+		if sockets == nil {
+			t.Fatalf("native %v: no %s", native, keys.SocketsContainer)
+		}
+		if got := (sockets.RestartPolicy != nil) == native; !got {
+			t.Errorf("native %v: sockets container restartPolicy %v", native, sockets.RestartPolicy)
+		}
+		wantCmd := []string{keys.CopyServerBinary, "publish", "--config-dir", keys.SocketsConfigDir, "--plugin", "helm", "--plugin", "kustomize"}
+		if !reflect.DeepEqual(sockets.Command, wantCmd) || sockets.Image != cat.Defaults.CopyImage {
+			t.Errorf("sockets container runs %s %q", sockets.Image, sockets.Command)
+		}
+		for _, m := range sockets.VolumeMounts {
+			if m.Name != keys.PluginsVolume && !m.ReadOnly {
+				t.Errorf("sockets container mounts %s writable", m.Name)
+			}
+		}
+		checkPatch(t, pod(map[string]string{keys.PluginsAnnotation: "helm, kustomize"}, nil), r)
 	}
 }

@@ -41,7 +41,7 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 			"annotation %q names plugins %s but the pod asks for %s in %q; only cmp-injector writes it (re-render pre-injected pods with cmp-injector inject)",
 			keys.StatusAnnotation, quoteBounded(strings.Join(st.Plugins, ", ")), quoteBounded(strings.Join(requested, ", ")), keys.PluginsAnnotation)})
 	}
-	want := []string{keys.CopyInitContainer}
+	want := []string{keys.CopyInitContainer, keys.SocketsContainer}
 	for _, p := range requested {
 		want = append(want, keys.SidecarName(p))
 	}
@@ -198,7 +198,7 @@ func checkConfig(key, value string, cat *catalog.Catalog) []Problem {
 // checkImage: the copy container runs the catalog's copy image, a plugin's
 // sidecar the plugin's image or one its allowedImages allow.
 func checkImage(c corev1.Container, cat *catalog.Catalog) []Problem {
-	if c.Name == keys.CopyInitContainer {
+	if c.Name == keys.CopyInitContainer || c.Name == keys.SocketsContainer {
 		if c.Image != cat.Defaults.CopyImage {
 			return []Problem{{ReasonImageNotAllowed, fmt.Sprintf(
 				"container %q must run the catalog's copy image %q, not %s", c.Name, cat.Defaults.CopyImage, quoteBounded(c.Image))}}

@@ -93,6 +93,10 @@ const (
 	SidecarPrefix = "cmp-"
 	// CopyServerBinary is where the plugin server binary lives inside the copy image.
 	CopyServerBinary = "/usr/local/bin/cmp-server"
+	// SocketsContainer publishes each plugin's socket from its private
+	// directory into the repo-server's socket directory (cmp-server publish);
+	// it runs the copy image. No sidecar mounts that directory itself.
+	SocketsContainer = "cmp-injector-sockets"
 	// RolloutAnnotation is written by the reconciler (rollout: auto) on a
 	// Deployment it restarted because its pods were stale (its own metadata,
 	// not the pod template): the catalog revision they were restarted for.
@@ -221,7 +225,7 @@ func ConfigVolumeName(plugin string) string { return SidecarPrefix + plugin + co
 // DerivedNames are every name derived from plugin, for checks that must
 // cover them all.
 func DerivedNames(plugin string) []string {
-	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin), HomeVolumeName(plugin)}
+	return []string{SidecarName(plugin), TmpVolumeName(plugin), ConfigVolumeName(plugin), HomeVolumeName(plugin), ShmVolumeName(plugin)}
 }
 
 // homeVolumeSuffix ends the name of a sidecar's writable HOME volume;
@@ -262,6 +266,39 @@ const (
 	EnvXDGConfigHome = "XDG_CONFIG_HOME"
 	EnvXDGDataHome   = "XDG_DATA_HOME"
 )
+
+// Each sidecar mounts only its own directory of the plugins volume at
+// PluginSocketDir (a subPath), so a plugin's commands cannot delete, replace
+// or dial another plugin's socket; the sockets container, which alone mounts
+// the whole volume beside the repo-server, hard-links each plugin's socket
+// into the volume's root, where the repo-server looks.
+const (
+	// PrivateSocketsDir is the directory of the plugins volume holding the
+	// sockets container's state: each plugin's directory under PrivatePlugins
+	// and the socket name each image-configured plugin claimed under
+	// PrivateClaims. A directory in the socket dir is ignored by Argo CD,
+	// which dials only sockets.
+	PrivateSocketsDir = ".cmp-injector"
+	PrivatePlugins    = PrivateSocketsDir + "/plugins"
+	PrivateClaims     = PrivateSocketsDir + "/claims"
+	// SocketsConfigDir + "/" + <plugin> is where the sockets container reads a
+	// plugin's plugin.yaml (the sidecar's own config volume, read-only), to
+	// publish the socket the plugin's name gives.
+	SocketsConfigDir = "/var/run/cmp-injector/config"
+	// shmVolumeSuffix ends the name of a sidecar's private /dev/shm: a pod's
+	// containers share one otherwise, and Argo CD's repo-server writes its
+	// SSH private keys there while it clones.
+	shmVolumeSuffix = "-shm"
+	// ShmDir is the shared-memory directory every container sees.
+	ShmDir = "/dev/shm"
+)
+
+// PrivateSocketSubPath is the subPath of the plugins volume that plugin's
+// sidecar mounts at PluginSocketDir.
+func PrivateSocketSubPath(plugin string) string { return PrivatePlugins + "/" + plugin }
+
+// ShmVolumeName is the name of plugin's private /dev/shm volume.
+func ShmVolumeName(plugin string) string { return SidecarPrefix + plugin + shmVolumeSuffix }
 
 // SocketFile is the socket file a plugin server creates in PluginSocketDir,
 // <name>[-<version>].sock (Argo CD's plugin.yaml metadata.name and

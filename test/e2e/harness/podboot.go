@@ -320,10 +320,26 @@ func (b *BootedPod) mapper(c corev1.Container, root string) (*mounts, error) {
 			return nil, fmt.Errorf("container %s mounts unknown volume %s", c.Name, vm.Name)
 		}
 		m.byPath[vm.MountPath] = filepath.Join(dir, vm.SubPath)
+		if vm.SubPath != "" && b.isEmptyDir(vm.Name) {
+			// The kubelet makes a missing subPath directory in the volume.
+			if err := os.MkdirAll(m.byPath[vm.MountPath], 0o777); err != nil {
+				return nil, err
+			}
+		}
 		m.order = append(m.order, vm.MountPath)
 	}
 	sort.Slice(m.order, func(i, j int) bool { return len(m.order[i]) > len(m.order[j]) })
 	return m, nil
+}
+
+// isEmptyDir reports whether the pod's volume name is an emptyDir.
+func (b *BootedPod) isEmptyDir(name string) bool {
+	for _, v := range b.pod.Spec.Volumes {
+		if v.Name == name {
+			return v.EmptyDir != nil
+		}
+	}
+	return false
 }
 
 // covers reports whether p is a mount path, lies under one, or holds one.

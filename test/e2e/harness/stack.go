@@ -132,7 +132,7 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	}
 	var sidecars []string
 	for n := range owned {
-		if strings.HasPrefix(n, keys.SidecarPrefix) && n != keys.CopyInitContainer {
+		if strings.HasPrefix(n, keys.SidecarPrefix) && n != keys.CopyInitContainer && n != keys.SocketsContainer {
 			sidecars = append(sidecars, n)
 		}
 	}
