@@ -153,7 +153,8 @@ func checkStartOrder(t *testing.T, node *harness.Node) {
 func withStartupProbeGate(pod *corev1.Pod) {
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
-		if ic.Lifecycle == nil || ic.Lifecycle.PostStart == nil {
+		// The sockets container's gate is not a plugin's: it keeps its hook.
+		if ic.Lifecycle == nil || ic.Lifecycle.PostStart == nil || ic.Name == keys.SocketsContainer {
 			continue
 		}
 		ic.Lifecycle = nil
@@ -218,7 +219,7 @@ func checkFailingPlugin(t *testing.T, node *harness.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dry.Spec.InitContainers) != 3 || !strings.HasPrefix(dry.Spec.InitContainers[1].Name, keys.SidecarPrefix) {
+	if len(dry.Spec.InitContainers) != 4 || !strings.HasPrefix(dry.Spec.InitContainers[1].Name, keys.SidecarPrefix) {
 		t.Fatalf("the injector did not inject two plugins: %v", containerNamesOf(dry.Spec.InitContainers))
 	}
 	first := dry.Spec.InitContainers[1].Name

@@ -148,7 +148,7 @@ func TestRealNode(t *testing.T) {
 	waitActive(t, chainNS)
 	patchDeployment(t, string(steps.Patch), false)
 	gen := patchDeployment(t, `{"spec":{"template":{"metadata":{"annotations":{
-		"cmp-injector.io/plugins":"helm, kustomize, params, broken"}}}}}`, false)
+		"cmp-injector.io/plugins":"helm, kustomize, params, broken, intruder"}}}}}`, false)
 	r := waitRollout(t, gen, 1)
 	t2 := time.Now()
 	pod, err := node.WaitPodReady(c, chainNS, r.Pods[0].Name, 3*time.Minute)
@@ -181,6 +181,10 @@ func TestRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("Argo CD "+rel.Version, func(t *testing.T) { argoCases(t, rs, rel, repoURL, commit) })
+
+	t.Run("a plugin's command reaches no other plugin's socket and not the repo-server's /dev/shm", func(t *testing.T) {
+		checkIsolationOnNode(t, node, rs, pod, repoURL)
+	})
 
 	t.Run("install-path pods: argo-helm's repo-server, and with an OpenShift-style UID", func(t *testing.T) {
 		checkInstallPathPodsOnNode(t, node)

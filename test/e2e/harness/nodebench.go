@@ -248,3 +248,26 @@ func (n *Node) PLEGRelists() (PLEGRelists, error) {
 	return PLEGRelists{Count: values[interval+"_count"], Interval: secs(values[interval+"_sum"]),
 		Duration: secs(values[duration+"_sum"])}, nil
 }
+
+// ContainerRoot is the root filesystem of a running container of pod as the
+// host sees it: /proc/PID/root of a process in the container's cgroup.
+func (n *Node) ContainerRoot(pod *corev1.Pod, container string) (string, error) {
+	for _, s := range AllStatuses(pod) {
+		if s.Name != container || s.State.Running == nil {
+			continue
+		}
+		d, err := n.containerCgroup(s, "pids")
+		if err != nil {
+			return "", err
+		}
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			return "", err
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return "/proc/" + f[0] + "/root", nil
+		}
+		return "", fmt.Errorf("container %s has no process in %s", container, d)
+	}
+	return "", fmt.Errorf("pod %s has no running container %s", pod.Name, container)
+}
