@@ -17,7 +17,7 @@ import (
 // calling a webhook, so fields left out here are never malformed.
 
 // slimPod mirrors corev1.Pod with the same JSON names, for what inject.Admit
-// reads: on CREATE resolve, apply, checkCollisions, sidecarUID,
+// reads: on CREATE resolve (shareProcessNamespace too), apply, checkCollisions, sidecarUID,
 // repoServerIndex, socketClashWarnings and verifyOwned; on UPDATE Update and
 // checkEphemeral (resources and ephemeral containers). Slices keep every
 // element, since patch paths use their lengths and indexes.
@@ -29,11 +29,13 @@ type slimPod struct {
 		Annotations map[string]string `json:"annotations"`
 	} `json:"metadata"`
 	Spec struct {
-		SecurityContext     *slimSecurityContext `json:"securityContext"`
-		InitContainers      []slimContainer      `json:"initContainers"`
-		Containers          []slimContainer      `json:"containers"`
-		EphemeralContainers []slimEphemeral      `json:"ephemeralContainers"`
-		Volumes             []struct {
+		SecurityContext *slimSecurityContext `json:"securityContext"`
+		// ShareProcessNamespace: resolve refuses plugins in such a pod.
+		ShareProcessNamespace *bool           `json:"shareProcessNamespace"`
+		InitContainers        []slimContainer `json:"initContainers"`
+		Containers            []slimContainer `json:"containers"`
+		EphemeralContainers   []slimEphemeral `json:"ephemeralContainers"`
+		Volumes               []struct {
 			Name string `json:"name"`
 			// ConfigMap tells socketClashWarnings where a hand-written
 			// sidecar's plugin.yaml comes from.
@@ -109,6 +111,7 @@ func (s *slimPod) pod(src []byte, withResources bool) (*corev1.Pod, error) {
 	if sc := s.Spec.SecurityContext; sc != nil {
 		pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: sc.RunAsUser}
 	}
+	pod.Spec.ShareProcessNamespace = s.Spec.ShareProcessNamespace
 	var err error
 	if pod.Spec.InitContainers, err = slimContainers(s.Spec.InitContainers, src, withResources); err != nil {
 		return nil, err

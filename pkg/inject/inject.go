@@ -88,6 +88,13 @@ func resolve(pod *corev1.Pod, rs int, namespace string, cat *catalog.Catalog) (p
 	problems = append(problems, checkAnnotations(pod, cat, &p)...)
 	problems = append(problems, checkCollisions(pod, cat, p.entries)...)
 	problems = append(problems, checkAskPass(pod, rs, p.entries)...)
+	if sp := pod.Spec.ShareProcessNamespace; sp != nil && *sp && len(p.entries) > 0 {
+		// Every sidecar runs as one UID: with one process namespace, a
+		// plugin's command reads the others' env (their secrets) and files
+		// through /proc/<pid>/environ and /proc/<pid>/root.
+		problems = append(problems, Problem{ReasonSharedProcesses,
+			"the pod sets shareProcessNamespace: true, which would let every plugin's commands read the other sidecars' env, secrets and files through /proc: remove it from the pod template"})
+	}
 	return p, problems
 }
 

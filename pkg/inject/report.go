@@ -58,6 +58,10 @@ const (
 	ReasonImageNotAllowed     Reason = "image_not_allowed"
 	ReasonMalformedAnnotation Reason = "malformed_annotation"
 	ReasonNameCollision       Reason = "name_collision"
+	// ReasonSharedProcesses: the pod shares one process namespace between
+	// its containers, so a plugin's command would reach the other sidecars
+	// through /proc.
+	ReasonSharedProcesses Reason = "shared_processes"
 	// ReasonNotCatalog: what the injector owns in a pod (a config annotation,
 	// a sidecar image, the status) differs from what the catalog allows.
 	ReasonNotCatalog Reason = "not_catalog"
