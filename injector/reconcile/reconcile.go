@@ -525,6 +525,9 @@ func (r *Reconciler) publishStaleLocked() {
 			case plugin != "":
 			case d.Reason == inject.StaleCopyImage:
 				plugin = keys.CopyInitContainer
+			case d.Reason == inject.StaleContainerSpec:
+				// The only container spec of no plugin: the sockets container's.
+				plugin = keys.SocketsContainer
 			default:
 				plugin = keys.RepoServerContainer
 			}
