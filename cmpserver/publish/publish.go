@@ -245,17 +245,19 @@ func (p *Publisher) publish(r Route, st *routeState, name string) error {
 		return err
 	}
 	dst := filepath.Join(p.Root, name)
-	if have, err := socketInode(dst); err == nil && have == ino {
+	have, err := socketInode(dst)
+	switch {
+	case err == nil && have == ino:
 		p.settle(r, st, name, ino)
 		return nil
-	} else if err == nil && !(st.name == name && st.ino == have) && answers(dst) {
+	case err == nil && !(st.name == name && st.ino == have) && answers(dst):
 		// A live socket the publisher did not put there: a hand-written
 		// sidecar's, or a server of another pod's volume. Never taken over.
 		return fmt.Errorf("%s is a socket another server listens on; rename the plugin or that server", dst)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, errNotSocket) {
-		return err
-	} else if errors.Is(err, errNotSocket) {
+	case errors.Is(err, errNotSocket):
 		return fmt.Errorf("%s exists and is not a socket; it is left alone", dst)
+	case err != nil && !errors.Is(err, os.ErrNotExist):
+		return err
 	}
 	// Link beside the target and check what was linked before it takes the
 	// name: the sidecar can swap its own file between the Lstat above and the
