@@ -25,9 +25,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -363,11 +365,7 @@ func (p *Publisher) Check() map[string]string {
 
 // Describe renders a map of route problems, sorted, for one error line.
 func Describe(missing map[string]string) string {
-	names := make([]string, 0, len(missing))
-	for n := range missing {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(missing))
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("plugin %s: %s", n, missing[n])

@@ -102,9 +102,7 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if native {
-		always := corev1.ContainerRestartPolicyAlways
-		ctr.RestartPolicy = &always
-		ctr.Lifecycle = &corev1.Lifecycle{PostStart: startGate()}
+		makeNative(&ctr, startGate())
 	}
 	return ctr
 }
@@ -144,13 +142,18 @@ func socketsContainer(c *catalog.Catalog, entries []*catalog.Entry, uid int64, n
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if native {
-		always := corev1.ContainerRestartPolicyAlways
-		ctr.RestartPolicy = &always
-		hook := append([]string{keys.CopyServerBinary, publishCommand, "--wait", "--timeout", startGateTimeout,
-			"--termination-log", corev1.TerminationMessagePathDefault}, routes...)
-		ctr.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: hook}}}
+		makeNative(&ctr, &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: append([]string{
+			keys.CopyServerBinary, publishCommand, "--wait", "--timeout", startGateTimeout,
+			"--termination-log", corev1.TerminationMessagePathDefault}, routes...)}})
 	}
 	return ctr
+}
+
+// makeNative makes ctr a native sidecar held by its postStart gate.
+func makeNative(ctr *corev1.Container, gate *corev1.LifecycleHandler) {
+	always := corev1.ContainerRestartPolicyAlways
+	ctr.RestartPolicy = &always
+	ctr.Lifecycle = &corev1.Lifecycle{PostStart: gate}
 }
 
 // startGate holds the containers after a native sidecar (eventually the
