@@ -277,8 +277,9 @@ const (
 	// sockets container's state: each plugin's directory under PrivatePlugins
 	// and the socket name each image-configured plugin claimed under
 	// PrivateClaims. A directory in the socket dir is ignored by Argo CD,
-	// which dials only sockets.
-	PrivateSocketsDir = ".cmp-injector"
+	// which dials only sockets. Short: a socket path is at most 107 bytes,
+	// and a test's mapped volume path is long.
+	PrivateSocketsDir = ".cmp"
 	PrivatePlugins    = PrivateSocketsDir + "/plugins"
 	PrivateClaims     = PrivateSocketsDir + "/claims"
 	// SocketsConfigDir + "/" + <plugin> is where the sockets container reads a

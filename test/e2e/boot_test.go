@@ -115,9 +115,29 @@ func checkStartGates(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod, n
 	for _, p := range booted.Processes() {
 		procs[p.Name] = p
 	}
+	all := append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...)
+	// The sockets container's gate first, while every plugin serves: it
+	// returns once each plugin's socket is published and answers.
+	var sockets *corev1.Container
+	for i := range all {
+		if all[i].Name == keys.SocketsContainer {
+			sockets = &all[i]
+		}
+	}
+	if sockets == nil {
+		t.Fatalf("pod has no %s", keys.SocketsContainer)
+	}
+	if native != (sockets.Lifecycle != nil && sockets.Lifecycle.PostStart != nil) {
+		t.Errorf("%s: native %v, postStart %+v", sockets.Name, native, sockets.Lifecycle)
+	}
+	if native {
+		if out, err := booted.Exec(pod, sockets.Name, sockets.Lifecycle.PostStart.Exec.Command); err != nil {
+			t.Errorf("%s: postStart fails while every plugin serves: %v\n%s", sockets.Name, err, out)
+		}
+	}
 	gated := 0
-	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-		if !strings.HasPrefix(c.Name, keys.SidecarPrefix) {
+	for _, c := range all {
+		if !strings.HasPrefix(c.Name, keys.SidecarPrefix) || c.Name == keys.SocketsContainer {
 			continue
 		}
 		restartable := c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
@@ -162,6 +182,16 @@ func checkStartGates(t *testing.T, pod *corev1.Pod, booted *harness.BootedPod, n
 	}
 	if want := map[bool]int{true: 2, false: 0}[native]; gated != want {
 		t.Errorf("%d sidecars gated, want %d", gated, want)
+	}
+	// Every plugin server is gone now: the sockets container's gate says
+	// which plugins it waits for.
+	if native {
+		out, err := booted.Exec(pod, sockets.Name, withFlag(sockets.Lifecycle.PostStart.Exec.Command, "--timeout", "1s"))
+		if err == nil || !strings.Contains(out, "plugin helm: its server has no socket yet") {
+			t.Errorf("%s: postStart with no plugin serving: %v, want a failure naming plugin helm:\n%s", sockets.Name, err, out)
+		} else {
+			t.Logf("%s: as expected, its gate returns while the plugins serve and, with none serving, reports: %s", sockets.Name, strings.TrimSpace(out))
+		}
 	}
 }
 

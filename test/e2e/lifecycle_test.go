@@ -156,7 +156,7 @@ func TestClassicSidecars(t *testing.T) {
 	stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 	golden(t, "repo-server-pod.classic.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 	inits, mains := containerNames(stored)
-	if strings.Join(inits, ",") != "copyutil,"+keys.CopyInitContainer || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm" {
+	if strings.Join(inits, ",") != "copyutil,"+keys.CopyInitContainer || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm,"+keys.SocketsContainer {
 		t.Errorf("init containers %v, containers %v", inits, mains)
 	}
 }

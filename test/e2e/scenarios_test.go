@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,8 +56,8 @@ func TestInjection(t *testing.T) {
 		stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 		golden(t, "repo-server-pod.native.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 		inits, _ := containerNames(stored)
-		if len(inits) != 3 || inits[0] != "copyutil" || inits[1] != keys.CopyInitContainer || inits[2] != "cmp-helm" {
-			t.Errorf("init containers = %v, want [copyutil %s cmp-helm]", inits, keys.CopyInitContainer)
+		if want := []string{"copyutil", keys.CopyInitContainer, "cmp-helm", keys.SocketsContainer}; !slices.Equal(inits, want) {
+			t.Errorf("init containers = %v, want %v", inits, want)
 		}
 		if rp := stored.Spec.InitContainers[2].RestartPolicy; rp == nil || *rp != corev1.ContainerRestartPolicyAlways {
 			t.Errorf("cmp-helm restartPolicy = %v, want Always (native sidecar)", rp)

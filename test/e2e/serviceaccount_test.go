@@ -153,6 +153,7 @@ func checkTokenMounts(t *testing.T, pod *corev1.Pod, automount bool) {
 	// What each container mounts at the default token path; "" is nothing.
 	want := map[string]string{
 		keys.CopyInitContainer:             keys.NoTokenVolume,
+		keys.SocketsContainer:              keys.NoTokenVolume,
 		keys.SidecarPrefix + "helm":        keys.NoTokenVolume,
 		keys.SidecarPrefix + "kustomize":   keys.NoTokenVolume,
 		keys.SidecarPrefix + "trivial-cmp": keys.PluginVolumeName("trivial-cmp", defaultPathVol),

@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,10 +31,12 @@ import (
 // sidecar serves team-b without a restart. (Two tenants reading two Vault
 // roles on the real node is not here: there is no Vault server yet.)
 
-// The plugins' catalog names (and plugin.yaml names).
+// The plugins' catalog names (and plugin.yaml names), and the deny pattern
+// of repoPlugin: it allows the teams' repositories but team-b's.
 const (
 	projectPlugin = "tenant-project"
 	repoPlugin    = "tenant-repo"
+	repoDeny      = "file:///**/team-b.git"
 )
 
 // tenantCatalog is the example catalog plus projectPlugin, limited to
@@ -63,7 +66,7 @@ func tenantCatalog(t *testing.T, ns string, projects ...string) []byte {
 	plugins[projectPlugin] = plugin(projectPlugin)
 	plugins[projectPlugin].(map[string]any)["allowedProjects"] = projects
 	plugins[repoPlugin] = plugin(repoPlugin)
-	plugins[repoPlugin].(map[string]any)["allowedSourceRepos"] = []string{"file:///**/team-a.git"}
+	plugins[repoPlugin].(map[string]any)["allowedSourceRepos"] = []string{"file:///**/team-*.git", "!" + repoDeny}
 	b, err := yaml.Marshal(cat)
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +256,17 @@ func tenantCases(t *testing.T, rs *harness.RepoServer, rel harness.ArgoRelease, 
 		if strings.HasPrefix(rel.Version, "v2.") {
 			project = "project (none)"
 		}
+		rule := "allowedSourceRepos [file:///**/team-*.git, !" + repoDeny + "]"
 		refused(t, repoPlugin, "app-b", "team-b", repos[1],
-			fmt.Sprintf(`plugin %q refuses repository %q of %s: it matches none of allowedSourceRepos [file:///**/team-a.git]`, repoPlugin, repos[1].url, project))
+			fmt.Sprintf(`plugin %q refuses repository %q of %s: it matches %q in %s`, repoPlugin, repos[1].url, project, "!"+repoDeny, rule))
+		// Other spellings of team-b's repository that git clones as it:
+		// Argo CD's repo-server fetches each, and the plugin resolves each
+		// as git does before the deny pattern is tried.
+		dir, base := path.Split(repos[1].url)
+		for _, spelling := range []string{repos[1].url + "/", dir + "./" + base, dir + base + "/../" + base} {
+			refused(t, repoPlugin, "app-b", "team-b", tenantRepo{spelling, repos[1].commit},
+				fmt.Sprintf(`plugin %q refuses repository %q of %s: it matches %q in %s`, repoPlugin, spelling, project, "!"+repoDeny, rule))
+		}
 	})
 	t.Run("the parameters announcement is judged by repository", func(t *testing.T) {
 		details := func(plugin string, repo tenantRepo) (appDetailsResponse, error) {
