@@ -131,7 +131,8 @@ func TestHTTP2ReviewConnectionIsKept(t *testing.T) {
 }
 
 // TestEmptyReviewsDoNotHoldSlots: any request to /mutate used to end a
-// connection's probation. An attack run held all 1,024 slots with 4 source
+// connection's probation; then any valid review, which a pod can forge, kept
+// its connection for good. An attack run held all 1,024 slots with 4 source
 // addresses × 256 connections, each sending POST /mutate {} (a 400) once a
 // minute; after the API server's idle connection closed, every pod create
 // failed for minutes. Only a review that decodes, with a request UID, keeps
@@ -143,6 +144,9 @@ func TestEmptyReviewsDoNotHoldSlots(t *testing.T) {
 		{"empty object", "{}"},
 		{"not JSON", "x"},
 		{"review without uid", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`},
+		// A review any pod can forge, answered like the API server's: its
+		// connection is kept while it is answered, then evictable again.
+		{"forged valid review", string(podReview("forged", "argocd", []byte(testPod), false))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const maxConns, perIP, sources = 32, 8, 4
@@ -152,7 +156,12 @@ func TestEmptyReviewsDoNotHoldSlots(t *testing.T) {
 			req := fmt.Sprintf("POST /mutate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tc.body), tc.body)
 			f := servingtest.StartFlood(t, strings.TrimPrefix(ts.webhookURL, "https://"),
 				servingtest.FloodOptions{Workers: maxConns, Sources: sources, Request: req})
-			bad := func() float64 { return ts.samples(t).Sum("cmp_injector_bad_requests_total") }
+			// Every flood connection's request answered: refused, or (the
+			// forged one) decided.
+			bad := func() float64 {
+				s := ts.samples(t)
+				return s.Sum("cmp_injector_bad_requests_total") + s.Sum("cmp_injector_requests_total")
+			}
 			for deadline := time.Now().Add(60 * time.Second); f.Dialed() < maxConns || bad() < maxConns || openConns(t, ts) < maxConns; time.Sleep(50 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("flood did not settle: %d of %d workers dialed, %v refused reviews, %v connections open", f.Dialed(), maxConns, bad(), openConns(t, ts))

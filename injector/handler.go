@@ -46,9 +46,10 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	// minute held every slot, so every pod create failed. A body that is
 	// empty, malformed, not a v1 AdmissionReview or without a request UID
 	// (all refused above) leaves the connection as evictable as one that
-	// sent nothing. A pod can still forge a valid review; the per-address
-	// cap is what bounds those.
-	serving.KeepConn(r.Context())
+	// sent nothing. A pod can still forge a valid review: once answered, its
+	// connection is evictable again (the idlest kept one goes first), so
+	// forged reviews cannot hold the slots the API server needs.
+	defer serving.KeepConn(r.Context())()
 	cat := s.catalog.Current()
 	report := req.decide(cat, s.trusted)
 	resp := respond(req.UID, report)

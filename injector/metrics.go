@@ -71,7 +71,7 @@ func newWebhookMetrics() *webhookMetrics {
 			Help: "Connections the webhook port holds (at most --max-connections)."}),
 		droppedConns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_connections_dropped_total",
 			Help: "Webhook connections closed by the connection limits, by reason: per_ip_cap (its address held --max-connections-per-ip), " +
-				"evicted (no valid review yet, closed to make room at --max-connections), probation (no valid review within " + reviewProbation.String() + " of accept)."}, []string{"reason"}),
+				"evicted (no valid review yet, closed to make room at --max-connections), evicted_idle (no review in flight, the least recently used, closed to make room when none was on probation), probation (no valid review within " + reviewProbation.String() + " of accept)."}, []string{"reason"}),
 		metricsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "metrics_connections_dropped_total",
 			Help: "Metrics-port connections closed by its connection limits, by reason: per_ip_cap (its address held --metrics-max-connections-per-ip), " +
 				"evicted (the oldest, closed to make room at --metrics-max-connections)."}, []string{"reason"}),

@@ -16,11 +16,15 @@ import (
 // one of its requests; until then it is cheap to drop. An attack run held
 // every slot of a plain connection cap with TLS connections that only asked
 // for /healthz and reconnected, and the API server's reviews waited behind
-// them until they timed out.
+// them until they timed out. A kept connection is evictable too while no kept
+// request is in flight on it, least recently used first: a pod can forge a
+// review the handler keeps, and one idle kept connection per slot would
+// otherwise hold the cap against the API server for good.
 type ConnLimits struct {
 	// Max is the most connections held at once. When they are all held, a new
-	// one takes the slot of the oldest connection on probation; when none is
-	// on probation, it waits in the listen backlog until a slot frees.
+	// one takes the slot of the oldest connection on probation, else of the
+	// kept one idle the longest; when every one has a kept request in
+	// flight, it waits in the listen backlog until a slot frees.
 	Max int
 	// PerIP is the most connections held at once from one remote address
 	// (at most Max); more are closed as soon as they are accepted, so one
@@ -46,6 +50,10 @@ const (
 	dropEvicted DropReason = "evicted"
 	// dropProbation: no kept request within Probation.
 	dropProbation DropReason = "probation"
+	// dropIdle: kept, with no kept request in flight, the least recently
+	// used, closed to make room while all Max slots were held and none was
+	// on probation.
+	dropIdle DropReason = "evicted_idle"
 )
 
 // LimitConns returns l bounded by lim. Its connections must reach handlers
@@ -66,6 +74,7 @@ type connLimiter struct {
 	open   int
 	perIP  map[netip.Addr]int
 	trial  list.List // *limitedConn on probation, oldest first
+	idle   list.List // *limitedConn kept, no kept request in flight, least recently used first
 	closed bool
 }
 
@@ -78,6 +87,8 @@ type limitedConn struct {
 	// Guarded by l.mu.
 	released bool
 	elem     *list.Element // in l.trial while on probation
+	idleElem *list.Element // in l.idle while kept with nothing in flight
+	active   int           // kept requests in flight
 	timer    *time.Timer
 }
 
@@ -88,11 +99,11 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		lc, victim, drop := l.admit(c)
+		lc, victim, why, drop := l.admit(c)
 		// Counted before the close, so whoever sees a connection closed
 		// finds it counted.
 		if victim != nil {
-			l.dropped(dropEvicted)
+			l.dropped(why)
 			_ = victim.Conn.Close()
 		}
 		if lc == nil {
@@ -106,38 +117,44 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// waitRoom returns when a new connection could be admitted: a free slot or
-// one on probation to evict. Meanwhile new ones wait in the kernel's backlog,
+// waitRoom returns when a new connection could be admitted: a free slot, or
+// one on probation or kept and idle to evict. Meanwhile new ones wait in the kernel's backlog,
 // as with netutil.LimitListener.
 func (l *connLimiter) waitRoom() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.closed && l.open >= l.lim.Max && l.trial.Len() == 0 {
+	for !l.closed && l.open >= l.lim.Max && l.trial.Len() == 0 && l.idle.Len() == 0 {
 		l.cond.Wait()
 	}
 }
 
-// admit takes a slot for c, evicting the oldest connection on probation when
-// all are held. A nil conn: c is to be closed, counted under drop unless empty
-// (the listener closed).
-func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, drop DropReason) {
+// admit takes a slot for c, evicting when all are held the oldest connection
+// on probation, else the kept one idle the longest (victim, closed for why).
+// A nil conn: c is to be closed, counted under drop unless empty (the
+// listener closed).
+func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, why, drop DropReason) {
 	addr := remoteAddr(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// Before any eviction: a connection refused for its address must not cost
 	// another one its slot. Counts only fall while we wait below.
 	if l.perIP[addr] >= l.lim.PerIP {
-		return nil, nil, dropPerIP
+		return nil, nil, "", dropPerIP
 	}
 	for l.open >= l.lim.Max {
 		if e := l.trial.Front(); e != nil {
-			victim = e.Value.(*limitedConn)
+			victim, why = e.Value.(*limitedConn), dropEvicted
+		} else if e := l.idle.Front(); e != nil {
+			victim, why = e.Value.(*limitedConn), dropIdle
+		}
+		if victim != nil {
 			l.releaseLocked(victim)
 			break
 		}
-		// Every slot became kept between waitRoom and Accept.
+		// Every slot got a kept request in flight between waitRoom and
+		// Accept.
 		if l.closed {
-			return nil, nil, ""
+			return nil, nil, "", ""
 		}
 		l.cond.Wait()
 	}
@@ -148,7 +165,7 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn, drop DropReaso
 	if l.lim.Probation > 0 {
 		lc.timer = time.AfterFunc(l.lim.Probation, lc.probationOver)
 	}
-	return lc, victim, ""
+	return lc, victim, why, ""
 }
 
 // releaseLocked gives back lc's slot, once.
@@ -166,6 +183,10 @@ func (l *connLimiter) releaseLocked(lc *limitedConn) {
 	if lc.elem != nil {
 		l.trial.Remove(lc.elem)
 		lc.elem = nil
+	}
+	if lc.idleElem != nil {
+		l.idle.Remove(lc.idleElem)
+		lc.idleElem = nil
 	}
 	if lc.timer != nil {
 		lc.timer.Stop()
@@ -210,11 +231,10 @@ func (c *limitedConn) probationOver() {
 	}
 }
 
-// keep ends c's probation: it is neither evicted nor timed out any more.
-func (c *limitedConn) keep() {
-	if c.kept.Swap(true) {
-		return
-	}
+// begin ends c's probation and marks a kept request in flight: until end,
+// c is neither evicted nor timed out.
+func (c *limitedConn) begin() {
+	c.kept.Store(true)
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	if c.elem != nil {
@@ -223,6 +243,22 @@ func (c *limitedConn) keep() {
 	}
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.idleElem != nil {
+		c.l.idle.Remove(c.idleElem)
+		c.idleElem = nil
+	}
+	c.active++
+}
+
+// end marks a kept request of c done; with none left in flight, c is the
+// most recently used of the idle kept connections.
+func (c *limitedConn) end() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.active--; c.active == 0 && !c.released {
+		c.idleElem = c.l.idle.PushBack(c)
+		c.l.cond.Broadcast()
 	}
 }
 
@@ -254,11 +290,14 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// KeepConn ends the probation of the connection that carried ctx's request:
-// the request is one the server exists for. It does nothing for a connection
-// of another listener, or one already kept.
-func KeepConn(ctx context.Context) {
+// KeepConn ends the probation of the connection that carried ctx's request
+// (the request is one the server exists for) and holds it against eviction
+// until the returned func is called, when the request is answered. It does
+// nothing for a connection of another listener.
+func KeepConn(ctx context.Context) (done func()) {
 	if lc, ok := ctx.Value(connKey{}).(*limitedConn); ok {
-		lc.keep()
+		lc.begin()
+		return lc.end
 	}
+	return func() {}
 }

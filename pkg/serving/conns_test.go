@@ -91,8 +91,9 @@ func closedByServer(t *testing.T, c net.Conn) {
 	}
 }
 
-func keep(c net.Conn) {
-	KeepConn(ConnContext(context.Background(), c))
+// keep keeps c with a request still in flight; the returned func ends it.
+func keep(c net.Conn) (done func()) {
+	return KeepConn(ConnContext(context.Background(), c))
 }
 
 // One address gets PerIP connections; more are closed at accept without
@@ -120,8 +121,8 @@ func TestLimitConnsPerIP(t *testing.T) {
 }
 
 // At Max, a new connection takes the slot of the oldest one on probation;
-// kept ones are never evicted; with every slot kept, a new one waits until a
-// slot frees.
+// kept ones with a request in flight are never evicted; with every slot so
+// held, a new one waits until a slot frees.
 func TestLimitConnsEvictsOldestOnProbation(t *testing.T) {
 	r := newLimitRig(t, ConnLimits{Max: 3, PerIP: 3})
 	r.dial(t, 2)
@@ -147,6 +148,42 @@ func TestLimitConnsEvictsOldestOnProbation(t *testing.T) {
 	}
 	if n := r.dropped(dropEvicted); n != 1 {
 		t.Errorf("evictions: %d, want still 1 (kept connections are not evicted)", n)
+	}
+}
+
+// Kept connections with nothing in flight are evictable, least recently used
+// first, after every one on probation: a forged review per connection no
+// longer holds a slot for good. One with a request in flight is not.
+func TestLimitConnsEvictsTheIdlestKept(t *testing.T) {
+	r := newLimitRig(t, ConnLimits{Max: 3, PerIP: 3})
+	c1 := r.dial(t, 2)
+	s1 := r.next(t)
+	c2 := r.dial(t, 3)
+	s2 := r.next(t)
+	r.dial(t, 4)
+	s3 := r.next(t)
+	keep(s1)()       // used first, idle
+	keep(s2)()       // used next, idle
+	busy := keep(s3) // in flight
+	defer busy()
+	keep(s1)() // s1 used again: s2 is now the idlest
+	r.dial(t, 5)
+	r.next(t)
+	closedByServer(t, c2)
+	if n := r.dropped(dropIdle); n != 1 {
+		t.Errorf("idle evictions: %d, want 1", n)
+	}
+	r.dial(t, 6)
+	r.next(t)
+	// The one admitted just before is on probation: it goes before s1.
+	if n := r.dropped(dropEvicted); n != 1 {
+		t.Errorf("probation evictions: %d, want 1", n)
+	}
+	_ = c1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var buf [1]byte
+	var ne net.Error
+	if _, err := c1.Read(buf[:]); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("s1, kept and used more recently: %v, want it still open", err)
 	}
 }
 
