@@ -246,8 +246,10 @@ func (s *Server) trusted(username string) bool {
 }
 
 // countConns keeps the open-connections gauge: every connection starts New
-// and ends Closed or Hijacked exactly once.
-func (s *Server) countConns(_ net.Conn, state http.ConnState) {
+// and ends Closed or Hijacked exactly once. The limits learn which
+// connections are reading or serving a request.
+func (s *Server) countConns(c net.Conn, state http.ConnState) {
+	serving.TrackConnState(c, state)
 	switch state {
 	case http.StateNew:
 		s.metrics.openConns.Inc()

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,23 @@ type limitedConn struct {
 	elem     *list.Element // in l.trial while on probation
 	idleElem *list.Element // in l.idle while kept with nothing in flight
 	active   int           // kept requests in flight
+	busy     bool          // the server reads or serves a request (ConnState)
 	timer    *time.Timer
+}
+
+// settleLocked puts c in l.idle exactly when it is kept, open and carries
+// nothing: no kept request and no request the server is reading yet (one
+// that has not reached its handler's KeepConn must not lose its connection).
+func (c *limitedConn) settleLocked() {
+	want := c.kept.Load() && !c.released && c.active == 0 && !c.busy
+	switch {
+	case want && c.idleElem == nil:
+		c.idleElem = c.l.idle.PushBack(c)
+		c.l.cond.Broadcast()
+	case !want && c.idleElem != nil:
+		c.l.idle.Remove(c.idleElem)
+		c.idleElem = nil
+	}
 }
 
 func (l *connLimiter) Accept() (net.Conn, error) {
@@ -244,11 +261,8 @@ func (c *limitedConn) begin() {
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	if c.idleElem != nil {
-		c.l.idle.Remove(c.idleElem)
-		c.idleElem = nil
-	}
 	c.active++
+	c.settleLocked()
 }
 
 // end marks a kept request of c done; with none left in flight, c is the
@@ -256,10 +270,23 @@ func (c *limitedConn) begin() {
 func (c *limitedConn) end() {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	if c.active--; c.active == 0 && !c.released {
-		c.idleElem = c.l.idle.PushBack(c)
-		c.l.cond.Broadcast()
+	c.active--
+	c.settleLocked()
+}
+
+// TrackConnState is (or is called by) the http.Server.ConnState of a server
+// on a LimitConns listener: a connection the server is reading or serving a
+// request on is not evicted as idle, HTTP/1.1 or HTTP/2 (whose server reports
+// Active while any stream is open).
+func TrackConnState(c net.Conn, state http.ConnState) {
+	lc := limitedOf(c)
+	if lc == nil || (state != http.StateActive && state != http.StateIdle) {
+		return
 	}
+	lc.l.mu.Lock()
+	defer lc.l.mu.Unlock()
+	lc.busy = state == http.StateActive
+	lc.settleLocked()
 }
 
 // remoteAddr is c's peer address without a port; IPv4-mapped IPv6 addresses
@@ -277,9 +304,17 @@ type connKey struct{}
 // listener: it records the connection in every request's context for KeepConn.
 // c may wrap the limited connection (tls.Conn does).
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if lc := limitedOf(c); lc != nil {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// limitedOf is the limited connection c is or wraps (tls.Conn does), or nil.
+func limitedOf(c net.Conn) *limitedConn {
 	for c != nil {
 		if lc, ok := c.(*limitedConn); ok {
-			return context.WithValue(ctx, connKey{}, lc)
+			return lc
 		}
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -287,7 +322,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		}
 		c = u.NetConn()
 	}
-	return ctx
+	return nil
 }
 
 // KeepConn ends the probation of the connection that carried ctx's request

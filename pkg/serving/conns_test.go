@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +209,27 @@ func TestLimitConnsProbation(t *testing.T) {
 	var ne net.Error
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Errorf("kept connection: %v, want it still open", err)
+	}
+}
+
+// A kept connection the server is reading a request on (ConnState Active:
+// the request has not reached KeepConn yet) is not evicted as idle.
+func TestLimitConnsSparesAConnectionReadingARequest(t *testing.T) {
+	r := newLimitRig(t, ConnLimits{Max: 2, PerIP: 2})
+	c1 := r.dial(t, 2)
+	s1 := r.next(t)
+	c2 := r.dial(t, 3)
+	s2 := r.next(t)
+	keep(s1)()
+	keep(s2)()
+	TrackConnState(s1, http.StateActive) // s1, the idlest, is reading its next request
+	r.dial(t, 4)
+	r.next(t)
+	closedByServer(t, c2)
+	_ = c1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var buf [1]byte
+	var ne net.Error
+	if _, err := c1.Read(buf[:]); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("the connection reading a request: %v, want it still open", err)
 	}
 }
