@@ -93,6 +93,24 @@ func closedByServer(t *testing.T, c net.Conn) {
 }
 
 // keep keeps c with a request still in flight; the returned func ends it.
+// pair dials from 127.0.0.src and returns both ends once it is accepted.
+func (r *limitRig) pair(t *testing.T, src byte) (client, server net.Conn) {
+	t.Helper()
+	client = r.dial(t, src)
+	return client, r.next(t)
+}
+
+// stillOpen: c's read times out instead of ending, so the server kept it.
+func stillOpen(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var buf [1]byte
+	var ne net.Error
+	if _, err := c.Read(buf[:]); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("%s: %v, want it still open", what, err)
+	}
+}
+
 func keep(c net.Conn) (done func()) {
 	return KeepConn(ConnContext(context.Background(), c))
 }
@@ -157,12 +175,9 @@ func TestLimitConnsEvictsOldestOnProbation(t *testing.T) {
 // longer holds a slot for good. One with a request in flight is not.
 func TestLimitConnsEvictsTheIdlestKept(t *testing.T) {
 	r := newLimitRig(t, ConnLimits{Max: 3, PerIP: 3})
-	c1 := r.dial(t, 2)
-	s1 := r.next(t)
-	c2 := r.dial(t, 3)
-	s2 := r.next(t)
-	r.dial(t, 4)
-	s3 := r.next(t)
+	c1, s1 := r.pair(t, 2)
+	c2, s2 := r.pair(t, 3)
+	_, s3 := r.pair(t, 4)
 	keep(s1)()       // used first, idle
 	keep(s2)()       // used next, idle
 	busy := keep(s3) // in flight
@@ -180,12 +195,7 @@ func TestLimitConnsEvictsTheIdlestKept(t *testing.T) {
 	if n := r.dropped(dropEvicted); n != 1 {
 		t.Errorf("probation evictions: %d, want 1", n)
 	}
-	_ = c1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	var buf [1]byte
-	var ne net.Error
-	if _, err := c1.Read(buf[:]); !errors.As(err, &ne) || !ne.Timeout() {
-		t.Errorf("s1, kept and used more recently: %v, want it still open", err)
-	}
+	stillOpen(t, c1, "s1, kept and used more recently")
 }
 
 // A connection with no kept request is closed after Probation; a kept one is
@@ -202,34 +212,20 @@ func TestLimitConnsProbation(t *testing.T) {
 	if n := r.dropped(dropProbation); n != 1 {
 		t.Errorf("probation drops: %d, want 1", n)
 	}
-	// The kept one is still open: its read times out instead of ending.
-	_ = kept.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	var buf [1]byte
-	_, err := kept.Read(buf[:])
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Errorf("kept connection: %v, want it still open", err)
-	}
+	stillOpen(t, kept, "kept connection")
 }
 
 // A kept connection the server is reading a request on (ConnState Active:
 // the request has not reached KeepConn yet) is not evicted as idle.
 func TestLimitConnsSparesAConnectionReadingARequest(t *testing.T) {
 	r := newLimitRig(t, ConnLimits{Max: 2, PerIP: 2})
-	c1 := r.dial(t, 2)
-	s1 := r.next(t)
-	c2 := r.dial(t, 3)
-	s2 := r.next(t)
+	c1, s1 := r.pair(t, 2)
+	c2, s2 := r.pair(t, 3)
 	keep(s1)()
 	keep(s2)()
 	TrackConnState(s1, http.StateActive) // s1, the idlest, is reading its next request
 	r.dial(t, 4)
 	r.next(t)
 	closedByServer(t, c2)
-	_ = c1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	var buf [1]byte
-	var ne net.Error
-	if _, err := c1.Read(buf[:]); !errors.As(err, &ne) || !ne.Timeout() {
-		t.Errorf("the connection reading a request: %v, want it still open", err)
-	}
+	stillOpen(t, c1, "the connection reading a request")
 }
