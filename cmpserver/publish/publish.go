@@ -155,14 +155,10 @@ func (p *Publisher) PluginDir(r Route) string {
 // wantName is the socket name route r is published under.
 func (p *Publisher) wantName(r Route, st *routeState) (string, error) {
 	if r.Config != "" {
-		data, err := os.ReadFile(r.Config)
-		var pl *pluginconfig.Plugin
-		if err == nil {
-			pl, _, err = pluginconfig.Decode(data)
-		}
+		name, err := configName(r.Config)
 		if err != nil {
 			if st.configName == "" {
-				return "", fmt.Errorf("plugin.yaml: %w", err)
+				return "", err
 			}
 			p.say(st, "config", err.Error(), func() {
 				p.Log.Warn("plugin.yaml unreadable; the previous socket name stays", zap.String("plugin", r.Plugin),
@@ -171,14 +167,37 @@ func (p *Publisher) wantName(r Route, st *routeState) (string, error) {
 			return st.configName, nil
 		}
 		p.say(st, "config", "", nil)
-		name := pl.SocketName()
-		if err := plainName(name); err != nil {
-			return "", err
-		}
 		st.configName = name
 		return name, nil
 	}
 	return p.claim(r)
+}
+
+// configName is the socket name the plugin.yaml at path gives.
+func configName(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("plugin.yaml: %w", err)
+	}
+	pl, _, err := pluginconfig.Decode(data)
+	if err != nil {
+		return "", fmt.Errorf("plugin.yaml: %w", err)
+	}
+	name := pl.SocketName()
+	return name, plainName(name)
+}
+
+// readClaim is the socket name recorded for route r, if one is.
+func (p *Publisher) readClaim(r Route) (name string, found bool, err error) {
+	b, err := os.ReadFile(filepath.Join(p.Root, keys.PrivateClaims, r.Plugin))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	name = strings.TrimSpace(string(b))
+	return name, true, plainName(name)
 }
 
 // plainName refuses a socket name that is not one file of the socket dir.
@@ -193,13 +212,10 @@ func plainName(name string) error {
 // the claims directory, from the only socket its directory held then. The
 // record lives in the volume, so a restarted publisher keeps it.
 func (p *Publisher) claim(r Route) (string, error) {
-	file := filepath.Join(p.Root, keys.PrivateClaims, r.Plugin)
-	if b, err := os.ReadFile(file); err == nil {
-		name := strings.TrimSpace(string(b))
-		return name, plainName(name)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", err
+	if name, found, err := p.readClaim(r); found || err != nil {
+		return name, err
 	}
+	file := filepath.Join(p.Root, keys.PrivateClaims, r.Plugin)
 	entries, err := os.ReadDir(p.PluginDir(r))
 	if err != nil {
 		return "", fmt.Errorf("no socket yet: %w", err)
@@ -329,17 +345,14 @@ func answers(path string) bool {
 func (p *Publisher) Check() map[string]string {
 	missing := map[string]string{}
 	for _, r := range p.Routes {
-		st := &routeState{said: map[string]string{}}
 		var name string
 		var err error
 		if r.Config != "" {
-			name, err = p.wantName(r, st)
+			name, err = configName(r.Config)
 		} else {
-			var b []byte
-			b, err = os.ReadFile(filepath.Join(p.Root, keys.PrivateClaims, r.Plugin))
-			name = strings.TrimSpace(string(b))
-			if err != nil {
-				err = fmt.Errorf("no socket claimed yet")
+			var found bool
+			if name, found, err = p.readClaim(r); err == nil && !found {
+				err = errors.New("no socket claimed yet")
 			}
 		}
 		if err != nil {

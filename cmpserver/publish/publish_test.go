@@ -108,31 +108,45 @@ func TestPublishesEachPluginsOwnSocketUnderItsName(t *testing.T) {
 }
 
 // Plugin b's commands write only b's directory: whatever they put there, a's
-// name stays a's.
+// name stays a's. b is image-configured, the case where its directory names
+// its socket.
 func TestAPluginsDirectoryCannotTakeAnothersName(t *testing.T) {
 	r := root(t)
-	p := &Publisher{Root: r, Routes: []Route{{Plugin: "a", Config: config(t, r, "vault-a")}, {Plugin: "b", Config: config(t, r, "team-b")}}}
-	listen(t, filepath.Join(r, keys.PrivateSocketSubPath("a"), "vault-a.sock"), "server a")
-	listen(t, filepath.Join(r, keys.PrivateSocketSubPath("b"), "team-b.sock"), "server b")
-	p.Tick()
-	// b's command binds a's name in b's dir, and a link to a's socket.
-	listen(t, filepath.Join(r, keys.PrivateSocketSubPath("b"), "vault-a.sock"), "impostor")
-	if err := os.Symlink("../a/vault-a.sock", filepath.Join(r, keys.PrivateSocketSubPath("b"), "zz.sock")); err != nil {
+	p := &Publisher{Root: r, Routes: []Route{{Plugin: "a", Config: config(t, r, "vault-a")}, {Plugin: "b"}}}
+	aSock := filepath.Join(r, keys.PrivateSocketSubPath("a"), "vault-a.sock")
+	listen(t, aSock, "server a")
+	// A link to a's socket is not a socket of b's: nothing is claimed or
+	// published from it.
+	link := filepath.Join(r, keys.PrivateSocketSubPath("b"), "zz.sock")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// a's server restarts (a new inode): the publisher relinks a's own.
-	if err := os.Remove(filepath.Join(r, keys.PrivateSocketSubPath("a"), "vault-a.sock")); err != nil {
+	if err := os.Symlink(aSock, link); err != nil {
 		t.Fatal(err)
 	}
-	listen(t, filepath.Join(r, keys.PrivateSocketSubPath("a"), "vault-a.sock"), "server a again")
-	if missing := p.Tick(); len(missing) != 0 {
-		t.Fatalf("missing %v", missing)
-	}
-	if got := who(t, filepath.Join(r, "vault-a.sock")); got != "server a again" {
-		t.Errorf("vault-a.sock answered %q, want a's restarted server", got)
+	if missing := p.Tick(); !strings.Contains(missing["b"], "no socket yet") {
+		t.Errorf("b with only a link: missing = %v", missing)
 	}
 	if _, err := os.Lstat(filepath.Join(r, "zz.sock")); !os.IsNotExist(err) {
 		t.Errorf("zz.sock was published: %v", err)
+	}
+	_ = os.Remove(link)
+	// b's directory names a's socket: a keeps it.
+	listen(t, filepath.Join(r, keys.PrivateSocketSubPath("b"), "vault-a.sock"), "impostor")
+	if missing := p.Tick(); !strings.Contains(missing["b"], "plugin a's") {
+		t.Errorf("b naming a's socket: missing = %v", missing)
+	}
+	if got := who(t, filepath.Join(r, "vault-a.sock")); got != "server a" {
+		t.Errorf("vault-a.sock answered %q, want a's server", got)
+	}
+	// a's server restarts (a new inode): the publisher relinks a's own.
+	if err := os.Remove(aSock); err != nil {
+		t.Fatal(err)
+	}
+	listen(t, aSock, "server a again")
+	p.Tick()
+	if got := who(t, filepath.Join(r, "vault-a.sock")); got != "server a again" {
+		t.Errorf("vault-a.sock answered %q, want a's restarted server", got)
 	}
 }
 

@@ -68,16 +68,8 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		// repo-server keeps SSH private keys there while it clones.
 		{Name: keys.ShmVolumeName(e.Name), MountPath: keys.ShmDir},
 	}
-	switch {
-	case e.Config.ConfigMap != nil:
-		mounts = append(mounts, corev1.VolumeMount{
-			Name: keys.ConfigVolumeName(e.Name), MountPath: keys.PluginConfigDir + "/" + keys.PluginConfigFile,
-			SubPath: e.Config.ConfigMap.Key, ReadOnly: true,
-		})
-	case e.InlineYAML != "":
-		mounts = append(mounts, corev1.VolumeMount{
-			Name: keys.ConfigVolumeName(e.Name), MountPath: keys.PluginConfigDir, ReadOnly: true,
-		})
+	if m, ok := configMount(e, keys.PluginConfigDir); ok {
+		mounts = append(mounts, m)
 	}
 	mounts = append(mounts, extraMounts(e)...)
 	env := sidecarEnv(e)
@@ -107,6 +99,20 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 	return ctr
 }
 
+// configMount places e's plugin.yaml at dir/plugin.yaml, read-only: the
+// ConfigMap key as that file, or the downwardAPI volume as dir. ok is false
+// for a plugin.yaml baked into the image.
+func configMount(e *catalog.Entry, dir string) (m corev1.VolumeMount, ok bool) {
+	switch {
+	case e.Config.ConfigMap != nil:
+		return corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: dir + "/" + keys.PluginConfigFile,
+			SubPath: e.Config.ConfigMap.Key, ReadOnly: true}, true
+	case e.InlineYAML != "":
+		return corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: dir, ReadOnly: true}, true
+	}
+	return corev1.VolumeMount{}, false
+}
+
 // socketsContainer publishes every plugin's socket (cmp-server publish, from
 // the copy image): the only container beside the repo-server that mounts the
 // whole socket volume. It reads each plugin's name from the plugin's own
@@ -118,16 +124,10 @@ func socketsContainer(c *catalog.Catalog, entries []*catalog.Entry, uid int64, n
 	mounts := []corev1.VolumeMount{{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}, noTokenMount()}
 	routes := []string{"--config-dir", keys.SocketsConfigDir}
 	for _, e := range entries {
-		dir := keys.SocketsConfigDir + "/" + e.Name
-		file := dir + "/" + keys.PluginConfigFile
-		switch {
-		case e.Config.ConfigMap != nil:
-			mounts = append(mounts, corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: file, SubPath: e.Config.ConfigMap.Key, ReadOnly: true})
+		if m, ok := configMount(e, keys.SocketsConfigDir+"/"+e.Name); ok {
+			mounts = append(mounts, m)
 			routes = append(routes, "--plugin", e.Name)
-		case e.InlineYAML != "":
-			mounts = append(mounts, corev1.VolumeMount{Name: keys.ConfigVolumeName(e.Name), MountPath: dir, ReadOnly: true})
-			routes = append(routes, "--plugin", e.Name)
-		default:
+		} else {
 			routes = append(routes, "--image-configured", e.Name)
 		}
 	}

@@ -53,19 +53,13 @@ func (c *encCache) jsonOf(key encKey, build func() any) json.RawMessage {
 	if b, ok := c.m.Load(key); ok {
 		return b.(json.RawMessage)
 	}
-	b := mustJSON(build())
-	if c.n.Add(1) <= maxEncoded {
-		c.m.Store(key, json.RawMessage(b))
-	}
-	return b
-}
-
-// mustJSON marshals an object that is not cached.
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(build())
 	if err != nil {
 		// Kubernetes API types always marshal.
 		panic(err)
+	}
+	if c.n.Add(1) <= maxEncoded {
+		c.m.Store(key, json.RawMessage(b))
 	}
 	return b
 }

@@ -299,13 +299,15 @@ func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report
 			func() any { return sidecar(cat, e, image, uid, native) }))
 	}
 	// The sockets container follows every sidecar: as a native one its
-	// hook then sees every plugin's socket. It differs with the plugin set,
-	// so it is not cached.
+	// hook then sees every plugin's socket. Within a snapshot it is decided
+	// by the plugin set (each entry's config source is the snapshot's), the
+	// UID and the sidecar mode: that is its cache key.
 	if !patchOnly {
 		sidecars = append(sidecars, socketsContainer(cat, p.entries, uid, native))
 	}
 	sidecarNames = append(sidecarNames, keys.SocketsContainer)
-	sidecarsJSON = append(sidecarsJSON, mustJSON(socketsContainer(cat, p.entries, uid, native)))
+	sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sockets", name: strings.Join(p.plugins, ","), uid: uid, native: native},
+		func() any { return socketsContainer(cat, p.entries, uid, native) }))
 	var mains []corev1.Container
 	var mainsJSON []json.RawMessage
 	if native {

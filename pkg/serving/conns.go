@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -83,9 +82,9 @@ type limitedConn struct {
 	net.Conn
 	l    *connLimiter
 	addr netip.Addr
-	kept atomic.Bool
 
 	// Guarded by l.mu.
+	kept     bool // a kept request has begun: past probation
 	released bool
 	elem     *list.Element // in l.trial while on probation
 	idleElem *list.Element // in l.idle while kept with nothing in flight
@@ -98,7 +97,7 @@ type limitedConn struct {
 // nothing: no kept request and no request the server is reading yet (one
 // that has not reached its handler's KeepConn must not lose its connection).
 func (c *limitedConn) settleLocked() {
-	want := c.kept.Load() && !c.released && c.active == 0 && !c.busy
+	want := c.kept && !c.released && c.active == 0 && !c.busy
 	switch {
 	case want && c.idleElem == nil:
 		c.idleElem = c.l.idle.PushBack(c)
@@ -251,9 +250,9 @@ func (c *limitedConn) probationOver() {
 // begin ends c's probation and marks a kept request in flight: until end,
 // c is neither evicted nor timed out.
 func (c *limitedConn) begin() {
-	c.kept.Store(true)
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
+	c.kept = true
 	if c.elem != nil {
 		c.l.trial.Remove(c.elem)
 		c.elem = nil

@@ -98,15 +98,11 @@ func (n *Node) ProcessStarts(pod *corev1.Pod) (map[string]time.Time, error) {
 		if s.State.Running == nil {
 			continue
 		}
-		d, err := n.containerCgroup(s, "pids")
+		pids, err := n.containerPIDs(s)
 		if err != nil {
 			return nil, err
 		}
-		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil {
-			return nil, err
-		}
-		for _, pid := range strings.Fields(string(b)) {
+		for _, pid := range pids {
 			t, err := processStart(boot, pid)
 			if err != nil {
 				continue // exited since the list was read
@@ -116,7 +112,7 @@ func (n *Node) ProcessStarts(pod *corev1.Pod) (map[string]time.Time, error) {
 			}
 		}
 		if _, ok := out[s.Name]; !ok {
-			return nil, fmt.Errorf("container %s has no process in %s", s.Name, d)
+			return nil, fmt.Errorf("container %s: its processes %v exited", s.Name, pids)
 		}
 	}
 	return out, nil
@@ -256,18 +252,29 @@ func (n *Node) ContainerRoot(pod *corev1.Pod, container string) (string, error) 
 		if s.Name != container || s.State.Running == nil {
 			continue
 		}
-		d, err := n.containerCgroup(s, "pids")
+		pids, err := n.containerPIDs(s)
 		if err != nil {
 			return "", err
 		}
-		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-		if err != nil {
-			return "", err
-		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			return "/proc/" + f[0] + "/root", nil
-		}
-		return "", fmt.Errorf("container %s has no process in %s", container, d)
+		return "/proc/" + pids[0] + "/root", nil
 	}
 	return "", fmt.Errorf("pod %s has no running container %s", pod.Name, container)
+}
+
+// containerPIDs are the processes in a running container's pids cgroup, at
+// least one.
+func (n *Node) containerPIDs(s corev1.ContainerStatus) ([]string, error) {
+	d, err := n.containerCgroup(s, "pids")
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	pids := strings.Fields(string(b))
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("container %s has no process in %s", s.Name, d)
+	}
+	return pids, nil
 }

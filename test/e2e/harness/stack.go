@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,12 +129,6 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 		b.Stop()
 		return nil, "", fmt.Errorf("pod has no %s volume", keys.PluginsVolume)
 	}
-	var sidecars []string
-	for n := range owned {
-		if strings.HasPrefix(n, keys.SidecarPrefix) && n != keys.CopyInitContainer && n != keys.SocketsContainer {
-			sidecars = append(sidecars, n)
-		}
-	}
 	err = Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		for _, p := range b.Processes() {
 			if done, werr := p.Exited(); done {
@@ -152,7 +145,8 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 				n++
 			}
 		}
-		return n == len(sidecars), fmt.Errorf("%d of %d plugin sockets in %s", n, len(sidecars), sockets)
+		// One socket per plugin, published by the sockets container.
+		return n == len(st.Plugins), fmt.Errorf("%d of %d plugin sockets in %s", n, len(st.Plugins), sockets)
 	})
 	if err != nil {
 		b.Stop()
