@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
@@ -32,12 +34,28 @@ func badRequest(code int, format string, args ...any) error {
 
 // respond is the AdmissionResponse for report, which carries all of it.
 func respond(uid types.UID, report *inject.Report) *admissionv1.AdmissionResponse {
-	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: report.Allowed(), Result: report.Result(), Warnings: report.Warnings}
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: report.Allowed(), Result: result(report), Warnings: report.Warnings}
 	if report.Patch != nil {
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType, resp.Patch = &pt, report.Patch
 	}
 	return resp
+}
+
+// result is the status of the admission response: nil when allowed, else the
+// denial's message with the HTTP status and Kubernetes reason of its fault.
+func result(r *inject.Report) *metav1.Status {
+	if r.Allowed() {
+		return nil
+	}
+	s := &metav1.Status{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: r.Message()}
+	switch r.Fault {
+	case inject.FaultServer:
+		s.Code, s.Reason = http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable
+	case inject.FaultRequest:
+		s.Code, s.Reason = http.StatusBadRequest, metav1.StatusReasonBadRequest
+	}
+	return s
 }
 
 // encodeResponse wraps a response in a review of the same version it came in.
@@ -63,7 +81,7 @@ const allowedHead = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1
 func writeAllowed(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) {
 	b.Grow(len(allowedHead) + len(resp.UID) + 64 + base64.StdEncoding.EncodedLen(len(resp.Patch)))
 	b.WriteString(allowedHead)
-	b.Write(inject.AppendJSONString(b.AvailableBuffer(), string(resp.UID)))
+	b.Write(appendUID(b.AvailableBuffer(), string(resp.UID)))
 	b.WriteString(`,"allowed":true`)
 	if len(resp.Patch) > 0 {
 		b.WriteString(`,"patch":"`)
@@ -74,6 +92,21 @@ func writeAllowed(b *bytes.Buffer, resp *admissionv1.AdmissionResponse) {
 		b.WriteString(`,"patchType":"JSONPatch"`)
 	}
 	b.WriteString("}}")
+}
+
+// appendUID appends uid as json.Marshal writes it. The API server's UIDs are
+// UUIDs, hex digits and dashes that JSON writes as they are; any other UID
+// (a review not from an API server) goes through json.Marshal.
+func appendUID(dst []byte, uid string) []byte {
+	for i := 0; i < len(uid); i++ {
+		if c := uid[i]; c != '-' && (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			out, _ := json.Marshal(uid) // a string always marshals
+			return append(dst, out...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, uid...)
+	return append(dst, '"')
 }
 
 func asRequestError(err error) (*requestError, bool) {

@@ -45,7 +45,7 @@ func FuzzDecodeReview(f *testing.F) {
 		if req.UID == "" {
 			t.Fatal("accepted a review without a uid")
 		}
-		report := req.decide(cat, nil)
+		report := req.decide(cat, nil, nil)
 		resp := respond(req.UID, report)
 		if resp.UID != req.UID {
 			t.Fatal("response lost the uid")
@@ -114,7 +114,7 @@ func FuzzSlimReviewMatchesWhole(f *testing.F) {
 		}
 		var wb, gb bytes.Buffer
 		_ = encodeResponse(&wb, respond(whole.Request.UID, want))
-		_ = encodeResponse(&gb, respond(req.UID, req.decide(cat, trusted)))
+		_ = encodeResponse(&gb, respond(req.UID, req.decide(cat, inject.NewEncodings(), trusted)))
 		if !bytes.Equal(wb.Bytes(), gb.Bytes()) {
 			t.Fatalf("one-pass answer differs:\n got %s\nwant %s", gb.String(), wb.String())
 		}
@@ -150,8 +150,13 @@ func wholeDecision(req *admissionv1.AdmissionRequest, cat *catalog.Catalog, trus
 		}
 		a.Trusted = trusted(req.UserInfo.Username)
 	}
-	return inject.Admit(&a, cat), true
+	return inject.Admit(&a, cat, nil), true
 }
+
+// fuzzEncodings is shared by the fuzz inputs, so that the webhook's path
+// answers from cached JSON as it does in a server, against the offline
+// path's freshly marshalled.
+var fuzzEncodings = inject.NewEncodings()
 
 // FuzzSlimPodMatchesWhole: for any pod JSON that decodes into corev1.Pod,
 // the webhook's slim decode through inject.Admit (patch only) gives the same
@@ -203,7 +208,7 @@ func FuzzSlimPodMatchesWhole(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := inject.Admit(&inject.Admission{Operation: admissionv1.Create, Namespace: "argocd", Pod: pod}, cat)
+		got := inject.Admit(&inject.Admission{Operation: admissionv1.Create, Namespace: "argocd", Pod: pod}, cat, fuzzEncodings)
 		if got.Decision != want.Decision || !reflect.DeepEqual(got.Reasons, want.Reasons) ||
 			!reflect.DeepEqual(got.Problems, want.Problems) || !reflect.DeepEqual(got.Plugins, want.Plugins) ||
 			!reflect.DeepEqual(got.Warnings, want.Warnings) {

@@ -36,8 +36,13 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	// One pass over the body, whatever the operation (review.go).
 	req, err := decodeReview(r.Header.Get("Content-Type"), body)
 	if err != nil {
-		re, _ := asRequestError(err)
-		s.refuse(w, re.code, re.msg)
+		// Every refusal of decodeReview is a requestError; anything else
+		// is still the request's fault, never a panic.
+		if re, ok := asRequestError(err); ok {
+			s.refuse(w, re.code, re.msg)
+		} else {
+			s.refuse(w, http.StatusBadRequest, err.Error())
+		}
 		return
 	}
 	// Only now is this the API server's kind of connection: kept past the
@@ -51,7 +56,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	// forged reviews cannot hold the slots the API server needs.
 	defer serving.KeepConn(r.Context())()
 	cat := s.catalog.Current()
-	report := req.decide(cat, s.trusted)
+	report := req.decide(cat, s.encodings, s.trusted)
 	resp := respond(req.UID, report)
 	dryRun := req.DryRun != nil && *req.DryRun
 	out := getBuffer()

@@ -181,8 +181,9 @@ func (req *slimRequest) reviewed() (inject.Reason, bool) {
 }
 
 // decide is the Report for req: inject.Admit's, or Unreviewed's.
-// trusted(username) says whether an UPDATE's user is the injector itself.
-func (req *slimRequest) decide(cat *catalog.Catalog, trusted func(username string) bool) *inject.Report {
+// trusted(username) says whether an UPDATE's user is the injector itself;
+// enc keeps the JSON of what injection adds (the server's, for its life).
+func (req *slimRequest) decide(cat *catalog.Catalog, enc *inject.Encodings, trusted func(username string) bool) *inject.Report {
 	if reason, ok := req.reviewed(); !ok {
 		return inject.Unreviewed(reason)
 	}
@@ -193,5 +194,5 @@ func (req *slimRequest) decide(cat *catalog.Catalog, trusted func(username strin
 		a.OldPod, a.OldPodErr = req.OldObject.pod(update)
 		a.Trusted = trusted != nil && trusted(req.UserInfo.Username)
 	}
-	return inject.Admit(&a, cat)
+	return inject.Admit(&a, cat, enc)
 }

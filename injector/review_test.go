@@ -71,7 +71,7 @@ func TestReviewRouting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			report := r.decide(cat, nil)
+			report := r.decide(cat, nil, nil)
 			if report.Reasons[0] != tc.reason || !strings.Contains(report.Message(), tc.msg) {
 				t.Errorf("%s %v %q, want %s and %q", report.Decision, report.Reasons, report.Message(), tc.reason, tc.msg)
 			}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
@@ -126,6 +127,8 @@ type Server struct {
 	catalog  *catalog.Watcher
 	certs    *certReloader
 	draining atomic.Bool
+	// encodings keeps the JSON of what injection adds, per catalog snapshot.
+	encodings *inject.Encodings
 	// onCatalog is called after each new catalog is installed.
 	onCatalog atomic.Pointer[func()]
 }
@@ -143,7 +146,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 
 // New wires a server; nothing is read until Run.
 func New(cfg Options, log *zap.Logger) *Server {
-	s := &Server{cfg: cfg, log: log, metrics: newWebhookMetrics()}
+	s := &Server{cfg: cfg, log: log, metrics: newWebhookMetrics(), encodings: inject.NewEncodings()}
 	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Hooks{
 		Loaded: func(c *catalog.Catalog) {
 			s.metrics.catalogReloads.Inc()

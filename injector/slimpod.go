@@ -16,11 +16,10 @@ import (
 // identical. The API server has decoded and validated the object before
 // calling a webhook, so fields left out here are never malformed.
 
-// slimPod mirrors corev1.Pod with the same JSON names, for what inject.Admit
-// reads: on CREATE resolve (shareProcessNamespace too), apply, checkCollisions, sidecarUID,
-// repoServerIndex, socketClashWarnings and verifyOwned; on UPDATE Update and
-// checkEphemeral (resources and ephemeral containers). Slices keep every
-// element, since patch paths use their lengths and indexes.
+// slimPod mirrors corev1.Pod with the same JSON names, for the fields
+// inject.Admit reads, which inject.PodFields lists: TestSlimPodDecodesPodFields
+// holds the two equal. Slices keep every element, since patch paths use
+// their lengths and indexes.
 type slimPod struct {
 	Metadata struct {
 		Name        string            `json:"name"`

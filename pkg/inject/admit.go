@@ -34,8 +34,9 @@ var ErrNoObject = errors.New("the request carries no object")
 // nil, as the patch is all the webhook sends), an UPDATE checked against the
 // catalog unless trusted. What it cannot decide is a Problem like any other
 // denial: no catalog (cat is nil) and a pod that does not decode. The Report
-// carries everything the response needs (Allowed, Result, Patch, Warnings).
-func Admit(a *Admission, cat *catalog.Catalog) *Report {
+// carries everything the response needs (Allowed, Fault, Patch, Warnings).
+// enc keeps the JSON of what injection adds across reviews (nil: none kept).
+func Admit(a *Admission, cat *catalog.Catalog, enc *Encodings) *Report {
 	if cat == nil {
 		return noCatalog()
 	}
@@ -52,7 +53,7 @@ func Admit(a *Admission, cat *catalog.Catalog) *Report {
 	if namespace == "" {
 		namespace = a.Pod.Namespace
 	}
-	return injectPod(a.Pod, namespace, cat, true)
+	return injectPod(a.Pod, namespace, cat, enc, true)
 }
 
 // Unreviewed is the Report of a request the webhook does not review (reason
@@ -63,7 +64,7 @@ func Unreviewed(reason Reason) *Report { return skipped(reason) }
 // server's state, not the pod's fault, and its status says so.
 func noCatalog() *Report {
 	r := denied(nil, []Problem{{ReasonNoCatalog, "no valid plugin catalog is loaded yet"}})
-	r.code = codeUnavailable
+	r.Fault = FaultServer
 	return r
 }
 
@@ -71,6 +72,6 @@ func noCatalog() *Report {
 // fault, not the pod's.
 func malformedPod(msg string) *Report {
 	r := denied(nil, []Problem{{ReasonMalformedPod, msg}})
-	r.code = codeBadRequest
+	r.Fault = FaultRequest
 	return r
 }

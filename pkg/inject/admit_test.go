@@ -44,13 +44,12 @@ func TestAdmitWebhookLevelDecisions(t *testing.T) {
 			if tc.noCat {
 				c = nil
 			}
-			r := Admit(&tc.a, c)
+			r := Admit(&tc.a, c, nil)
 			if r.Decision != tc.decision || r.Reasons[0] != tc.reason {
 				t.Fatalf("%s %v, want %s %s", r.Decision, r.Reasons, tc.decision, tc.reason)
 			}
-			res := r.Result()
-			if r.Allowed() != (tc.decision != Denied) || (res == nil) != r.Allowed() {
-				t.Fatalf("allowed %v, result %+v for %s", r.Allowed(), res, r.Decision)
+			if r.Allowed() != (tc.decision != Denied) {
+				t.Fatalf("allowed %v for %s", r.Allowed(), r.Decision)
 			}
 			if (r.Patch != nil) != (tc.decision == Injected) || r.Pod != nil {
 				t.Errorf("patch %q, pod %v: want a patch only when injected, never the pod", r.Patch, r.Pod)
@@ -58,14 +57,12 @@ func TestAdmitWebhookLevelDecisions(t *testing.T) {
 			if tc.decision != Denied {
 				return
 			}
-			if len(r.Problems) != 1 || r.Problems[0].Reason != tc.reason || res.Code != tc.code ||
-				res.Message != r.Message() || !strings.HasPrefix(res.Message, denyPrefix) || !strings.Contains(res.Message, tc.msg) {
-				t.Errorf("problems %+v, result %+v, want code %d and %q", r.Problems, res, tc.code, tc.msg)
-			}
-			wantReason := map[int32]metav1.StatusReason{http.StatusForbidden: metav1.StatusReasonForbidden,
-				http.StatusServiceUnavailable: metav1.StatusReasonServiceUnavailable, http.StatusBadRequest: metav1.StatusReasonBadRequest}[tc.code]
-			if res.Reason != wantReason {
-				t.Errorf("status reason %s, want %s", res.Reason, wantReason)
+			// The webhook answers FaultServer 503, FaultRequest 400, FaultPod 403.
+			wantFault := map[int32]Fault{http.StatusForbidden: FaultPod, http.StatusServiceUnavailable: FaultServer, http.StatusBadRequest: FaultRequest}[tc.code]
+			msg := r.Message()
+			if len(r.Problems) != 1 || r.Problems[0].Reason != tc.reason || r.Fault != wantFault ||
+				!strings.HasPrefix(msg, denyPrefix) || !strings.Contains(msg, tc.msg) {
+				t.Errorf("problems %+v, fault %d, message %q: want fault %d and %q", r.Problems, r.Fault, msg, wantFault, tc.msg)
 			}
 		})
 	}
@@ -75,7 +72,7 @@ func TestAdmitWebhookLevelDecisions(t *testing.T) {
 func TestUnreviewed(t *testing.T) {
 	for _, reason := range []Reason{ReasonNotPod, ReasonNotCreate} {
 		r := Unreviewed(reason)
-		if !r.Allowed() || r.Result() != nil || r.Patch != nil || r.Decision != Skipped || len(r.Reasons) != 1 || r.Reasons[0] != reason {
+		if !r.Allowed() || r.Patch != nil || r.Decision != Skipped || len(r.Reasons) != 1 || r.Reasons[0] != reason {
 			t.Errorf("%s: %+v", reason, r)
 		}
 	}

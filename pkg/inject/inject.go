@@ -1,8 +1,6 @@
 package inject
 
 import (
-	"encoding/json"
-
 	"fmt"
 	"path"
 	"sort"
@@ -17,12 +15,13 @@ import (
 // Inject decides for one pod being created in namespace. The input pod is not
 // modified; an injected Report carries a mutated copy and the JSON Patch.
 func Inject(pod *corev1.Pod, namespace string, cat *catalog.Catalog) *Report {
-	return injectPod(pod, namespace, cat, false)
+	return injectPod(pod, namespace, cat, nil, false)
 }
 
 // injectPod is Inject; with patchOnly it builds only the patch, not the mutated
-// pod (no deep copy, Report.Pod nil): the webhook sends only the patch.
-func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnly bool) *Report {
+// pod (no deep copy, Report.Pod nil): the webhook sends only the patch. enc
+// keeps the JSON of what is added (nil: none kept).
+func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, enc *Encodings, patchOnly bool) *Report {
 	if pod.Labels[keys.InjectLabel] != keys.EnabledValue {
 		return skipped(ReasonNotLabelled)
 	}
@@ -44,7 +43,12 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, patchOnl
 	if len(problems) > 0 {
 		return denied(plan.plugins, problems)
 	}
-	r := apply(pod, cat, plan, patchOnly)
+	adds := build(pod, cat, plan)
+	r := &Report{Decision: Injected, Reasons: []Reason{ReasonInjected}, Plugins: plan.plugins, Status: adds.status,
+		Patch: adds.patch(pod, cat, enc.forCatalog(cat))}
+	if !patchOnly {
+		r.Pod = adds.applyTo(pod, cat)
+	}
 	r.Warnings = socketClashWarnings(pod, cat, plan.entries)
 	return r
 }
@@ -180,188 +184,6 @@ func checkCollisions(pod *corev1.Pod, cat *catalog.Catalog, entries []*catalog.E
 		}
 	}
 	return problems
-}
-
-// apply builds the mutated pod and the patch in one pass so they cannot disagree.
-// With patchOnly the input pod is only read: the patch is computed from the
-// lengths of what it has, which the mutations would not change before they are read.
-func apply(in *corev1.Pod, cat *catalog.Catalog, p plan, patchOnly bool) *Report {
-	pod := in
-	if !patchOnly {
-		pod = in.DeepCopy()
-	}
-	var ops patch
-	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
-	uid := sidecarUID(pod, p.repoServer, cat)
-	native := cat.Defaults.NativeSidecars
-
-	enc := encodedFor(cat)
-
-	// Volumes: the shared pair only when missing, then each plugin's own.
-	var vols []corev1.Volume
-	var volsJSON []json.RawMessage
-	have := map[string]bool{}
-	for _, v := range pod.Spec.Volumes {
-		have[v.Name] = true
-	}
-	for _, n := range []string{keys.VarFilesVolume, keys.PluginsVolume} {
-		if !have[n] {
-			v := emptyDir(n)
-			vols = append(vols, v)
-			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: n}, v))
-		}
-	}
-	vols = append(vols, emptyDir(keys.NoTokenVolume))
-	volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: keys.NoTokenVolume}, vols[len(vols)-1]))
-	for _, e := range p.entries {
-		for _, v := range pluginVolumes(cat, e) {
-			vols = append(vols, v)
-			volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: v.Name}, v))
-		}
-	}
-	gitCreds := wantsGitCredentials(p.entries)
-	if gitCreds {
-		vols = append(vols, askPassVolume())
-		volsJSON = append(volsJSON, enc.json(encKey{kind: "volume", name: keys.AskPassVolume}, vols[len(vols)-1]))
-	}
-	for _, v := range vols {
-		status.Volumes = append(status.Volumes, v.Name)
-	}
-	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), volsJSON)
-	if !patchOnly {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, vols...)
-	}
-
-	// The repo-server needs the socket directory, and the askpass volume when
-	// a plugin may have git credentials.
-	rs := p.repoServer
-	var rsMounts []corev1.VolumeMount
-	if !hasMountPath(pod.Spec.Containers[rs], keys.PluginSocketDir) {
-		rsMounts = append(rsMounts, corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir})
-	}
-	if gitCreds && !hasMountPath(pod.Spec.Containers[rs], keys.AskPassDir) {
-		rsMounts = append(rsMounts, askPassMount())
-	}
-	if len(rsMounts) > 0 {
-		base := indexPath("/spec/containers", rs) + "/volumeMounts"
-		mountsJSON := make([]json.RawMessage, len(rsMounts))
-		for j, m := range rsMounts {
-			mountsJSON[j] = enc.json(encKey{kind: "mount", name: m.Name}, m)
-		}
-		appendAll(&ops, base, len(pod.Spec.Containers[rs].VolumeMounts), mountsJSON)
-		if !patchOnly {
-			pod.Spec.Containers[rs].VolumeMounts = append(pod.Spec.Containers[rs].VolumeMounts, rsMounts...)
-		}
-	}
-
-	// The repo-server's plugin settings the catalog tunes, each unless the
-	// container sets it itself; the askpass socket's place.
-	// The askpass variable goes in even beside an envFrom (env wins over
-	// it): checkAskPass refused a container that sets it in env.
-	env := missingEnv(pod.Spec.Containers[rs], cat.Defaults.RepoServerEnv)
-	if gitCreds {
-		env = append(env, askPassEnv())
-	}
-	if len(env) > 0 {
-		base := indexPath("/spec/containers", rs) + "/env"
-		envJSON := make([]json.RawMessage, len(env))
-		for j, e := range env {
-			envJSON[j] = enc.json(encKey{kind: "env", name: e.Name}, e)
-		}
-		appendAll(&ops, base, len(pod.Spec.Containers[rs].Env), envJSON)
-		if !patchOnly {
-			pod.Spec.Containers[rs].Env = append(pod.Spec.Containers[rs].Env, env...)
-		}
-		for _, e := range env {
-			status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
-		}
-	}
-
-	// The copy init container goes last among init containers so it follows any
-	// copyutil; native sidecars follow it because they exec what it copies.
-	// The containers themselves are built only for the mutated pod or when
-	// their JSON is not cached yet.
-	var inits, sidecars []corev1.Container
-	if !patchOnly {
-		inits = append(inits, copyContainer(cat, uid))
-	}
-	initsJSON := []json.RawMessage{enc.jsonOf(encKey{kind: "copy", uid: uid}, func() any { return copyContainer(cat, uid) })}
-	status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
-	var sidecarNames []string
-	var sidecarsJSON []json.RawMessage
-	for _, e := range p.entries {
-		image := p.images[e.Name]
-		if !patchOnly {
-			sidecars = append(sidecars, sidecar(cat, e, image, uid, native))
-		}
-		sidecarNames = append(sidecarNames, keys.SidecarName(e.Name))
-		sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sidecar", name: e.Name, image: image, uid: uid, native: native},
-			func() any { return sidecar(cat, e, image, uid, native) }))
-	}
-	// The sockets container follows every sidecar: as a native one its
-	// hook then sees every plugin's socket. Within a snapshot it is decided
-	// by the plugin set (each entry's config source is the snapshot's), the
-	// UID and the sidecar mode: that is its cache key.
-	if !patchOnly {
-		sidecars = append(sidecars, socketsContainer(cat, p.entries, uid, native))
-	}
-	sidecarNames = append(sidecarNames, keys.SocketsContainer)
-	sidecarsJSON = append(sidecarsJSON, enc.jsonOf(encKey{kind: "sockets", name: strings.Join(p.plugins, ","), uid: uid, native: native},
-		func() any { return socketsContainer(cat, p.entries, uid, native) }))
-	var mains []corev1.Container
-	var mainsJSON []json.RawMessage
-	if native {
-		inits = append(inits, sidecars...)
-		initsJSON = append(initsJSON, sidecarsJSON...)
-		status.InitContainers = append(status.InitContainers, sidecarNames...)
-	} else {
-		mains, mainsJSON = sidecars, sidecarsJSON
-		status.Containers = append(status.Containers, sidecarNames...)
-	}
-	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), initsJSON)
-	if !patchOnly {
-		pod.Spec.InitContainers = append(pod.Spec.InitContainers, inits...)
-	}
-	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), mainsJSON)
-	if !patchOnly {
-		pod.Spec.Containers = append(pod.Spec.Containers, mains...)
-	}
-
-	// Annotations: inline configs for the downwardAPI volumes, then the status.
-	add := map[string]string{}
-	// A config's value is the catalog's: its JSON string is kept per snapshot.
-	addJSON := map[string]json.RawMessage{}
-	var order []string
-	for _, e := range p.entries {
-		if e.InlineYAML != "" && e.Config.ConfigMap == nil {
-			k := keys.ConfigAnnotationPrefix + e.Name
-			add[k] = e.InlineYAML
-			addJSON[k] = enc.json(encKey{kind: "config", name: e.Name}, e.InlineYAML)
-			order = append(order, k)
-		}
-	}
-	add[keys.StatusAnnotation] = status.JSON()
-	order = append(order, keys.StatusAnnotation)
-	addAnnotations(&ops, pod.Annotations != nil, add, addJSON, order)
-	if patchOnly {
-		pod = nil
-	} else {
-		if pod.Annotations == nil {
-			pod.Annotations = make(map[string]string, len(add))
-		}
-		for k, v := range add {
-			pod.Annotations[k] = v
-		}
-	}
-
-	return &Report{
-		Decision: Injected,
-		Reasons:  []Reason{ReasonInjected},
-		Plugins:  p.plugins,
-		Pod:      pod,
-		Status:   status,
-		Patch:    ops.marshal(),
-	}
 }
 
 // missingEnv is the part of want that c does not set. A container with envFrom

@@ -121,13 +121,13 @@ func (p patch) marshal() []byte {
 
 // writeString appends s as json.Marshal writes it.
 func writeString(b *bytes.Buffer, s string) {
-	b.Write(AppendJSONString(b.AvailableBuffer(), s))
+	b.Write(appendJSONString(b.AvailableBuffer(), s))
 }
 
-// AppendJSONString appends s as json.Marshal writes it: between quotes as it
+// appendJSONString appends s as json.Marshal writes it: between quotes as it
 // is when it holds only printable ASCII that encoding/json does not escape
-// (operations, paths, UIDs), else through json.Marshal.
-func AppendJSONString(dst []byte, s string) []byte {
+// (operations, paths, names), else through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			out, _ := json.Marshal(s) // a string always marshals

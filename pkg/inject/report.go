@@ -5,12 +5,10 @@ package inject
 
 import (
 	"encoding/json"
-	"net/http"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -103,36 +101,27 @@ type Report struct {
 	// known at admission (a hand-written sidecar's socket): the API server
 	// shows them to the client, explain prints them.
 	Warnings []string `json:"warnings,omitempty"`
-	// code is a denial's HTTP status (see Result).
-	code int32
+	// Fault is whose fault a denial is (FaultPod unless the injector
+	// could not decide).
+	Fault Fault `json:"-"`
 }
 
-// The HTTP statuses of a denial: the pod's fault (forbidden), or one of the
-// two requests the injector cannot decide.
+// Fault says whose fault a denial is, which the webhook turns into the
+// response's HTTP status and Kubernetes reason.
+type Fault uint8
+
+// Faults.
 const (
-	codeForbidden   = http.StatusForbidden
-	codeUnavailable = http.StatusServiceUnavailable
-	codeBadRequest  = http.StatusBadRequest
+	// FaultPod: the pod asks for what the catalog refuses (forbidden).
+	FaultPod Fault = iota
+	// FaultServer: the injector cannot decide yet (no catalog loaded).
+	FaultServer
+	// FaultRequest: the request's object is not a pod that decodes.
+	FaultRequest
 )
 
 // Allowed says whether the API server may admit the pod.
 func (r *Report) Allowed() bool { return r.Decision != Denied }
-
-// Result is the status of the admission response: nil when allowed, else the
-// denial's HTTP status, its Kubernetes reason and Message.
-func (r *Report) Result() *metav1.Status {
-	if r.Allowed() {
-		return nil
-	}
-	s := &metav1.Status{Code: r.code, Reason: metav1.StatusReasonForbidden, Message: r.Message()}
-	switch r.code {
-	case codeUnavailable:
-		s.Reason = metav1.StatusReasonServiceUnavailable
-	case codeBadRequest:
-		s.Reason = metav1.StatusReasonBadRequest
-	}
-	return s
-}
 
 // Status is the JSON written to the status annotation: what the injector owns
 // in the pod, so a second pass and humans can tell it apart from the rest.
@@ -220,5 +209,5 @@ func denied(plugins []string, problems []Problem) *Report {
 		}
 	}
 	sort.Slice(reasons, func(i, j int) bool { return reasons[i] < reasons[j] })
-	return &Report{Decision: Denied, Reasons: reasons, Problems: capProblems(problems), Plugins: plugins, code: codeForbidden}
+	return &Report{Decision: Denied, Reasons: reasons, Problems: capProblems(problems), Plugins: plugins}
 }
