@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
@@ -102,9 +103,10 @@ func (m *metrics) configLoaded(hash string) {
 	}
 }
 
-func (m *metrics) CommandDone(phase, code string, d time.Duration) {
-	m.commandDuration.WithLabelValues(phase).Observe(d.Seconds())
-	m.commandExits.WithLabelValues(phase, code).Inc()
+// CommandDone counts how a plugin command ended (command.Observer).
+func (m *metrics) CommandDone(r command.Report) {
+	m.commandDuration.WithLabelValues(r.Phase).Observe(r.Duration.Seconds())
+	m.commandExits.WithLabelValues(r.Phase, r.Exit).Inc()
 }
 
 func (m *metrics) refused(rpc string, reason tenancy.Reason) {

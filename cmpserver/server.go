@@ -107,36 +107,19 @@ func DefaultOptions() Options {
 // Validate rejects values that cannot work, every problem in one error naming
 // the flag, and gives a nil Logger a no-op one.
 func (o *Options) Validate() error {
-	var errs []error
-	negative := func(flag string, v int64) {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("--%s must not be negative (0 means none), got %d", flag, v))
-		}
-	}
-	negativeDur := func(flag string, v time.Duration) {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("--%s must not be negative (0 means none), got %s", flag, v))
-		}
-	}
-	negative("max-compressed-bytes", o.Limits.MaxCompressedBytes)
-	negative("max-extracted-bytes", o.Limits.MaxExtractedBytes)
-	negative("max-files", int64(o.Limits.MaxFiles))
-	negative("max-stdout-bytes", o.Exec.MaxStdoutBytes)
-	negative("max-stderr-bytes", o.Exec.MaxStderrBytes)
-	negative("max-concurrent-streams", int64(o.MaxConcurrentStreams))
-	negativeDur("exec-timeout", o.Exec.Timeout)
-	negativeDur("deadline-buffer", o.Exec.DeadlineBuffer)
-	negativeDur("kill-grace", o.Exec.KillGrace)
-	negativeDur("output-grace", o.Exec.OutputGrace)
-	negativeDur("stream-idle-timeout", o.StreamIdleTimeout)
-	negativeDur("shutdown-grace", o.ShutdownGrace)
-	negativeDur("return-memory-after", o.ReturnMemoryAfter)
+	// errors.Join leaves out the nil ones.
+	errs := append(o.Limits.Problems(), o.Exec.Problems()...)
+	errs = append(errs,
+		serving.NotNegative("max-concurrent-streams", o.MaxConcurrentStreams),
+		serving.NotNegative("stream-idle-timeout", o.StreamIdleTimeout),
+		serving.NotNegative("shutdown-grace", o.ShutdownGrace),
+		serving.NotNegative("return-memory-after", o.ReturnMemoryAfter),
+		serving.NotNegative("reload interval", o.ReloadInterval))
 	if o.KeepaliveMinTime <= 0 {
 		// gRPC reads 0 as its own 5 minutes, which ends the repo-server's
 		// long silent calls on the third ping.
 		errs = append(errs, fmt.Errorf("--keepalive-min must be more than 0, got %s", o.KeepaliveMinTime))
 	}
-	negativeDur("reload interval", o.ReloadInterval)
 	if o.MaxMsgSize <= 0 {
 		errs = append(errs, fmt.Errorf("--max-msg-size-mb must be at least 1, got %d bytes", o.MaxMsgSize))
 	}

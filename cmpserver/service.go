@@ -16,6 +16,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/request"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
@@ -37,34 +38,31 @@ func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*
 func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginService_GenerateManifestServer) error {
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
-	var manifests encodedManifests
 	cfg := svc.s.config()
-	err := svc.s.withRepo(stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) error {
-		// A run on a shared tree that was changed is run again (request.run).
-		manifests = encodedManifests{}
-		if err := cfg.engine.Generate(ctx, ws, &manifests); err != nil {
-			return fmt.Errorf("error generating manifests: %w", err)
+	manifests, err := withRepo(svc.s, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
+		m := &encodedManifests{}
+		if err := cfg.engine.Generate(ctx, ws, m); err != nil {
+			return nil, fmt.Errorf("error generating manifests: %w", err)
 		}
-		return nil
+		return m, nil
 	})
 	if err != nil {
 		return err
 	}
-	return stream.SendMsg(&manifests)
+	return stream.SendMsg(manifests)
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
 	cfg := svc.s.config()
 	configured := cfg.plugin.DiscoveryConfigured()
-	supported := false
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	err := svc.s.withRepo(stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) error {
-		var err error
-		if supported, err = cfg.engine.Match(ctx, ws); err != nil {
-			return fmt.Errorf("match repository error: %w", err)
+	supported, err := withRepo(svc.s, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
+		ok, err := cfg.engine.Match(ctx, ws)
+		if err != nil {
+			return false, fmt.Errorf("match repository error: %w", err)
 		}
-		return nil
+		return ok, nil
 	})
 	if err != nil {
 		return err
@@ -73,27 +71,27 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 }
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
-	var resp pluginpb.ParametersAnnouncementResponse
 	cfg := svc.s.config()
-	err := svc.s.withRepo(stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) error {
+	resp, err := withRepo(svc.s, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
 		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
-			return fmt.Errorf("get parameters announcement error: %w", err)
+			return nil, fmt.Errorf("get parameters announcement error: %w", err)
 		}
-		resp.ParameterAnnouncements = pluginpb.FromAnnouncements(as)
-		return nil
+		return &pluginpb.ParametersAnnouncementResponse{ParameterAnnouncements: pluginpb.FromAnnouncements(as)}, nil
 	})
 	if err != nil {
 		return err
 	}
-	return stream.SendAndClose(&resp)
+	return stream.SendAndClose(resp)
 }
 
-// withRepo runs one request (request.go): receives and unpacks one repository, runs
-// fn on it and removes the dir. The request runs on cfg, the configuration
-// current when it started, to its end. Logs carry a request id and the
-// configuration's hash, never env values.
-func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) error) error {
+// withRepo runs one request (package request) and returns fn's answer: the
+// repository received and unpacked, fn run on it, the dir removed. The
+// request runs on cfg, the configuration current when it started, to its
+// end. Logs carry a request id and the configuration's hash, never env
+// values.
+func withRepo[T any](s *Server, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
+	var zero T
 	ctx := stream.Context()
 	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
@@ -110,47 +108,46 @@ func (s *Server) withRepo(stream unpack.Stream, rpc string, extract bool, cfg *l
 			defer func() { <-s.streams }()
 		default:
 			log.Warn("too many concurrent streams", zap.Int("limit", cap(s.streams)))
-			return status.Errorf(codes.ResourceExhausted, "too many concurrent requests: %d are in flight (limit --max-concurrent-streams)", cap(s.streams))
+			return zero, status.Errorf(codes.ResourceExhausted, "too many concurrent requests: %d are in flight (limit --max-concurrent-streams)", cap(s.streams))
 		}
 	}
 	start := time.Now()
-	rq := &request{eng: cfg.engine, extract: extract, limits: s.opts.Limits, idle: s.opts.StreamIdleTimeout, log: log, remove: s.removals.run}
+	rq := &request.Request{Engine: cfg.engine, Extract: extract, Limits: s.opts.Limits, Idle: s.opts.StreamIdleTimeout, Log: log, Remove: s.removals.run}
 	// A read-only plugin's tree is shared between the requests that send the
-	// same stream (trees.go); any other request unpacks into its own dir.
+	// same stream (unpack/trees.go); any other request unpacks into its own dir.
 	if extract && cfg.plugin.Spec.ReadOnlyRepository {
-		rq.trees = s.trees
+		rq.Trees = s.trees
 	}
-	rq.admit = s.admission(rpc, cfg, log)
-	defer rq.end()
-	if err := rq.receive(stream); err != nil {
-		if rq.refused {
-			return err // logged and counted by admission
-		}
+	rq.Admit = s.admission(rpc, cfg, log)
+	rq.Received = func(repo *unpack.Repo) {
+		s.metrics.received(rpc, repo.Size)
+		rq.Log.Debug("repository received", zap.Int64("compressed_bytes", repo.Size),
+			zap.String("env_names", command.EnvNames(repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
+	}
+	out, stage, err := request.Run(ctx, rq, stream, fn)
+	log = rq.Log
+	switch stage {
+	case "":
+		// duration counts from the stream's opening, which includes the
+		// repo-server packing the repository before it sends the header;
+		// after_header is the server's own part.
+		log.Info("request done", zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.SinceHeader()))
+		return out, nil
+	case request.StageAdmit:
+		return zero, err // logged and counted by admission
+	case request.StageReceive:
 		// A status error keeps its code through the wrapping (status.FromError).
 		// A failed Recv is answered by gRPC itself, so the log is where its
 		// text is seen.
 		err = fmt.Errorf("%s: %w", unpack.ErrorPrefix(rpc), err)
 		log.Warn("receive failed", zap.Error(err))
-		return err
-	}
-	s.metrics.received(rpc, rq.repo.Size)
-	log = rq.log
-	if _, err := rq.workspace(); err != nil {
+	case request.StageWorkspace:
 		log.Warn("unpack failed", zap.Error(err))
-		return err
-	}
-	log.Debug("repository received", zap.Int64("compressed_bytes", rq.repo.Size),
-		zap.String("env_names", command.EnvNames(rq.repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
-	if err := rq.run(ctx, fn); err != nil {
+	default:
 		err = deadlineStatus(ctx, err)
-		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.sinceHeader()))
-		return err
+		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.SinceHeader()))
 	}
-	// duration counts from the stream's opening, which includes the
-	// repo-server packing the repository before it sends the header;
-	// after_header is the server's own part.
-	log.Info("request done", zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.sinceHeader()))
-	return nil
+	return zero, err
 }
 
 // deadlineStatus gives an error of a request that ran past its deadline (a

@@ -13,8 +13,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/local"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -128,7 +128,7 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	interval := fs.Duration("watch-interval", 500*time.Millisecond, "with --watch: how often files are checked for changes")
 	var a appFlags
 	a.register(fs.FlagSet)
-	var req cmpserver.LocalRequest
+	var req local.Request
 	limitFlags(fs.FlagSet, &req.Limits)
 	execFlags(fs.FlagSet, &req.Exec)
 	level, format := logFlags(fs.FlagSet)
@@ -136,18 +136,18 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	var do func(context.Context, cmpserver.LocalRequest) (any, error)
+	var do func(context.Context, local.Request) (any, error)
 	switch action {
 	case "generate":
-		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) {
-			return cmpserver.LocalGenerate(ctx, r)
+		do = func(ctx context.Context, r local.Request) (any, error) {
+			return local.Generate(ctx, r)
 		}
 	case "parameters":
-		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) {
-			return cmpserver.LocalParameters(ctx, r)
+		do = func(ctx context.Context, r local.Request) (any, error) {
+			return local.Parameters(ctx, r)
 		}
 	case "match":
-		do = func(ctx context.Context, r cmpserver.LocalRequest) (any, error) { return cmpserver.LocalMatch(ctx, r) }
+		do = func(ctx context.Context, r local.Request) (any, error) { return local.Match(ctx, r) }
 	default:
 		return fs.Errorf("unknown action %q: want generate, parameters or match", action)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Options bound every plugin command (init, generate, discovery and dynamic
@@ -63,17 +64,36 @@ type Options struct {
 // room for the plugin's own processes and a second large request.
 const defaultMaxStdoutBytes = 64 << 20
 
+// Problems names each option that cannot work, by its flag (nil entries
+// for those that can; errors.Join leaves them out).
+func (o Options) Problems() []error {
+	return []error{
+		serving.NotNegative("max-stdout-bytes", o.MaxStdoutBytes),
+		serving.NotNegative("max-stderr-bytes", o.MaxStderrBytes),
+		serving.NotNegative("exec-timeout", o.Timeout),
+		serving.NotNegative("deadline-buffer", o.DeadlineBuffer),
+		serving.NotNegative("kill-grace", o.KillGrace),
+		serving.NotNegative("output-grace", o.OutputGrace),
+	}
+}
+
 // DefaultOptions are the serve defaults.
 func DefaultOptions() Options {
 	return Options{Timeout: 90 * time.Second, DeadlineBuffer: 100 * time.Millisecond, KillGrace: 5 * time.Second,
 		OutputGrace: time.Second, MaxStdoutBytes: defaultMaxStdoutBytes, MaxStderrBytes: 64 << 10}
 }
 
-// Observer is told how long each command took and how it ended (the
-// server's metrics).
+// Observer is told how each command ended: the server's metrics, or a local
+// caller that shows it to an author (the playground).
 type Observer interface {
-	CommandDone(phase, code string, d time.Duration)
+	CommandDone(Report)
 }
+
+// ObserverFunc is an Observer that is a function.
+type ObserverFunc func(Report)
+
+// CommandDone calls f.
+func (f ObserverFunc) CommandDone(r Report) { f(r) }
 
 // Place is where a command runs: its working directory (the app dir), its
 // env, and the request dir its stdout is spooled to.
@@ -92,18 +112,16 @@ func newCommandID() string {
 
 // Runner executes plugin commands.
 type Runner struct {
-	opts    Options
-	log     *zap.Logger
-	metrics Observer
+	opts Options
+	log  *zap.Logger
+	obs  Observer
 	// self replaces keys.PluginServerPath as argv[0]: in a sidecar it is that very
 	// file, and on a laptop it lets the same plugin.yaml run under the local Runner.
 	self string
-	// Report, when set, is told how each command ended (see LocalRequest.OnCommand).
-	Report func(Report)
 }
 
-// Report is how one plugin command ended, for local callers that show it
-// to an author (the playground): a sidecar only logs it.
+// Report is how one plugin command ended: the server counts it, a local
+// caller shows it to an author (the playground).
 type Report struct {
 	Phase string `json:"phase"` // init, generate, discover or parameters
 	Argv  string `json:"argv"`  // as error messages show it
@@ -117,12 +135,13 @@ type Report struct {
 	Stopped string `json:"stopped,omitempty"`
 }
 
-func NewRunner(opts Options, log *zap.Logger, m Observer) *Runner {
+// NewRunner runs commands within opts; obs is told how each ended.
+func NewRunner(opts Options, log *zap.Logger, obs Observer) *Runner {
 	self, err := os.Executable()
 	if err != nil {
 		self = keys.PluginServerPath
 	}
-	return &Runner{opts: opts, log: log, metrics: m, self: self}
+	return &Runner{opts: opts, log: log, obs: obs, self: self}
 }
 
 // run executes c (command ++ args, no shell) in ws's app dir with its env and
@@ -200,10 +219,7 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		r.metrics.CommandDone(phase, "start_error", time.Since(start))
-		if r.Report != nil {
-			r.Report(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
-		}
+		r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
 	}
@@ -240,13 +256,10 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
 		code = exitLabel(cmd.ProcessState)
 	}
-	r.metrics.CommandDone(phase, code, elapsed)
+	r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
+		Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
 		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
-	if r.Report != nil {
-		r.Report(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
-			Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
-	}
 
 	if stdout.overflow {
 		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
@@ -335,7 +348,7 @@ const stoppedAtDeadline = "killed at the request deadline"
 
 // commandFailure is a failed command's message. One stopped at the request
 // deadline is context.DeadlineExceeded to errors.Is, so the request ends
-// with gRPC's DeadlineExceeded, as Argo CD's does (withRepo).
+// with gRPC's DeadlineExceeded (the service's withRepo).
 type commandFailure struct {
 	msg        string
 	atDeadline bool

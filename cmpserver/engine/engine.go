@@ -207,9 +207,6 @@ func (e *Engine) Parameters(ctx context.Context, ws *Workspace) ([]params.Announ
 // once per mode.
 func (e *Engine) PreserveMode() bool { return e.plugin.Spec.PreserveFileMode }
 
-// OnCommand has report told how each command ended (local runs show it).
-func (e *Engine) OnCommand(report func(command.Report)) { e.runner.Report = report }
-
 // KeepSerial makes e, a reload of old, wait for old's generations too, so
 // that allowConcurrency: false holds across the switch.
 func (e *Engine) KeepSerial(old *Engine) {

@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/local"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -325,7 +325,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // previous run of the same kind. It writes the error answer itself and
 // returns ok=false when there is nothing to run.
 func (s *Server) run(w http.ResponseWriter, r *http.Request, kind string, announce bool,
-	fn func(ctx context.Context, req cmpserver.LocalRequest) (any, error)) {
+	fn func(ctx context.Context, req local.Request) (any, error)) {
 	in, app, err := s.decode(w, r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
@@ -422,9 +422,9 @@ type discoverResponse struct {
 }
 
 func (s *Server) handleDiscover(w http.ResponseWriter, r *http.Request) {
-	s.run(w, r, "discover", false, func(ctx context.Context, req cmpserver.LocalRequest) (any, error) {
+	s.run(w, r, "discover", false, func(ctx context.Context, req local.Request) (any, error) {
 		rule := ruleOf(req.Plugin)
-		matched, err := cmpserver.LocalMatch(ctx, req)
+		matched, err := local.Match(ctx, req)
 		resp := discoverResponse{discoveryRule: rule, Matched: matched}
 		switch {
 		case err != nil:
@@ -456,8 +456,8 @@ type announceResponse struct {
 }
 
 func (s *Server) handleAnnounce(w http.ResponseWriter, r *http.Request) {
-	s.run(w, r, "announce", true, func(ctx context.Context, req cmpserver.LocalRequest) (any, error) {
-		as, err := cmpserver.LocalParameters(ctx, req)
+	s.run(w, r, "announce", true, func(ctx context.Context, req local.Request) (any, error) {
+		as, err := local.Parameters(ctx, req)
 		if err != nil {
 			return nil, err
 		}
@@ -478,8 +478,8 @@ func (s *Server) handleAnnounce(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	s.run(w, r, "generate", false, func(ctx context.Context, req cmpserver.LocalRequest) (any, error) {
-		manifests, err := cmpserver.LocalGenerate(ctx, req)
+	s.run(w, r, "generate", false, func(ctx context.Context, req local.Request) (any, error) {
+		manifests, err := local.Generate(ctx, req)
 		if err != nil {
 			return nil, err
 		}

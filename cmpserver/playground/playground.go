@@ -2,7 +2,7 @@
 // API behind it, where a plugin author sees a plugin's parameters as Argo CD's
 // UI shows them, edits them, and watches the manifests re-render as files change.
 //
-// Every run goes through the local runner (cmpserver.LocalGenerate and friends),
+// Every run goes through the local runner (local.Generate and friends),
 // the same path as `cmp-server run`, so what the page shows is what a sidecar
 // would answer. The page and its assets are embedded: it works offline.
 package playground
@@ -21,9 +21,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/local"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -176,8 +176,8 @@ func (s *Server) watchChanges(ctx context.Context, baseline map[string]stamp) {
 }
 
 // request is the local runner request for one run.
-func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(command.Report)) cmpserver.LocalRequest {
-	return cmpserver.LocalRequest{
+func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(command.Report)) local.Request {
+	return local.Request{
 		Plugin: p, RepoRoot: s.opts.RepoRoot, AppRelPath: s.appRelPath, Env: env,
 		Limits: s.opts.Limits, Exec: s.opts.Exec, Logger: s.log, BaseEnv: s.opts.Env,
 		LogLevel: s.opts.LogLevel, LogFormat: s.opts.LogFormat, OnCommand: onCommand,

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // Limits bound what one request may unpack. Argo CD has none; a repository
@@ -26,6 +28,16 @@ type Limits struct {
 	MaxExtractedBytes int64
 	// MaxFiles caps the number of tar entries of any type.
 	MaxFiles int
+}
+
+// Problems names each limit that cannot work, by its flag (nil entries
+// for those that can; errors.Join leaves them out).
+func (l Limits) Problems() []error {
+	return []error{
+		serving.NotNegative("max-compressed-bytes", l.MaxCompressedBytes),
+		serving.NotNegative("max-extracted-bytes", l.MaxExtractedBytes),
+		serving.NotNegative("max-files", l.MaxFiles),
+	}
 }
 
 // DefaultLimits fit a large monorepo including its .git directory.

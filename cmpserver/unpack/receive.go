@@ -49,7 +49,7 @@ type Target struct {
 }
 
 // A repository stream is read in two phases, header then body, so that the
-// caller decides where to unpack from the header (request.go) before the body
+// caller decides where to unpack from the header (package request) before the body
 // arrives. The body is spooled and unpacked while it arrives, so that
 // unpacking overlaps the transfer instead of following it (Argo CD's server
 // writes the whole tarball to a file first and unpacks it afterwards). The

@@ -1,4 +1,7 @@
-package cmpserver
+// Package local runs a plugin without a socket (cmp-server run, the
+// playground): the repository is packed as the repo-server packs it and run
+// through the same request as a sidecar's (package request).
+package local
 
 import (
 	"context"
@@ -14,15 +17,16 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/manifests"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/request"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
-// LocalRequest runs a plugin without a socket: the repository is packed as the
-// repo-server packs it and unpacked through the server's own code path (limits,
-// preserveFileMode, env assembly), so results match a sidecar's.
-type LocalRequest struct {
+// Request is one local run of a plugin: the repository is packed as the
+// repo-server packs it and unpacked through the server's own code path
+// (limits, preserveFileMode, env assembly), so results match a sidecar's.
+type Request struct {
 	Plugin     *pluginconfig.Plugin
 	RepoRoot   string
 	AppRelPath string
@@ -31,8 +35,8 @@ type LocalRequest struct {
 	// BaseEnv is the environment every command starts from (a sidecar's
 	// own; cmp-server run gives its process's).
 	BaseEnv []string
-	// unpack.Limits and Exec: a zero field means none (DefaultLimits and
-	// DefaultExecOptions are serve's).
+	// Limits and Exec: a zero field means none (unpack.DefaultLimits and
+	// command.DefaultOptions are serve's).
 	Limits unpack.Limits
 	Exec   command.Options
 	Logger *zap.Logger
@@ -44,97 +48,91 @@ type LocalRequest struct {
 	OnCommand func(command.Report)
 }
 
-// LocalGenerate runs init and generate and returns one JSON string per object.
-func LocalGenerate(ctx context.Context, req LocalRequest) ([]string, error) {
-	var out []string
-	err := runLocal(ctx, req, true, func(e *engine.Engine, ws *engine.Workspace) error {
-		return e.Generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
+// Generate runs init and generate and returns one JSON string per object.
+func Generate(ctx context.Context, req Request) ([]string, error) {
+	return run(ctx, req, true, func(ctx context.Context, e *engine.Engine, ws *engine.Workspace) ([]string, error) {
+		var out []string
+		err := e.Generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
 			out = append(out, string(doc))
 			return nil
 		}))
+		return out, err
 	})
-	return out, err
 }
 
-// LocalParameters returns the merged parameters announcement.
-func LocalParameters(ctx context.Context, req LocalRequest) ([]params.Announcement, error) {
-	var out []params.Announcement
-	err := runLocal(ctx, req, true, func(e *engine.Engine, ws *engine.Workspace) (err error) {
-		out, err = e.Parameters(ctx, ws)
-		return err
+// Parameters returns the merged parameters announcement.
+func Parameters(ctx context.Context, req Request) ([]params.Announcement, error) {
+	return run(ctx, req, true, func(ctx context.Context, e *engine.Engine, ws *engine.Workspace) ([]params.Announcement, error) {
+		return e.Parameters(ctx, ws)
 	})
-	return out, err
 }
 
-// LocalMatch evaluates discovery.
-func LocalMatch(ctx context.Context, req LocalRequest) (bool, error) {
-	var out bool
-	err := runLocal(ctx, req, req.Plugin.DiscoveryConfigured(), func(e *engine.Engine, ws *engine.Workspace) (err error) {
-		out, err = e.Match(ctx, ws)
-		return err
+// Match evaluates discovery.
+func Match(ctx context.Context, req Request) (bool, error) {
+	return run(ctx, req, req.Plugin.DiscoveryConfigured(), func(ctx context.Context, e *engine.Engine, ws *engine.Workspace) (bool, error) {
+		return e.Match(ctx, ws)
 	})
-	return out, err
 }
 
-func runLocal(ctx context.Context, req LocalRequest, extract bool, fn func(*engine.Engine, *engine.Workspace) error) error {
+// run is one local request: its error's text is redacted as a sidecar's.
+func run[T any](ctx context.Context, req Request, extract bool, fn func(context.Context, *engine.Engine, *engine.Workspace) (T, error)) (T, error) {
 	if req.Exec.Redact == nil {
-		// As a sidecar's server: the Secret values its env names (redact.go).
+		// As a sidecar's server: the Secret values its env names.
 		req.Exec.Redact = redact.FromEnv(req.BaseEnv)
 	}
-	return req.Exec.Redact.Error(runLocalRequest(ctx, req, extract, fn))
+	out, err := runRequest(ctx, req, extract, fn)
+	return out, req.Exec.Redact.Error(err)
 }
 
-func runLocalRequest(ctx context.Context, req LocalRequest, extract bool, fn func(*engine.Engine, *engine.Workspace) error) error {
-	opts := DefaultOptions()
-	opts.Plugin, opts.Limits, opts.Exec, opts.Logger = req.Plugin, req.Limits, req.Exec, req.Logger
-	if err := opts.Validate(); err != nil {
-		return err
+func runRequest[T any](ctx context.Context, req Request, extract bool, fn func(context.Context, *engine.Engine, *engine.Workspace) (T, error)) (T, error) {
+	var zero T
+	if err := errors.Join(append(req.Limits.Problems(), req.Exec.Problems()...)...); err != nil {
+		return zero, err
 	}
 	if err := req.Plugin.Validate(); err != nil {
-		return err
+		return zero, err
 	}
 	if err := command.NormalizeLogSettings(&req.LogLevel, &req.LogFormat); err != nil {
-		return err
+		return zero, err
+	}
+	log := req.Logger
+	if log == nil {
+		log = zap.NewNop()
 	}
 	workDir, err := os.MkdirTemp("", "cmp-local-")
 	if err != nil {
-		return err
+		return zero, err
 	}
 	defer os.RemoveAll(workDir)
 	tgz, err := client.WriteTarball(req.RepoRoot, workDir, nil)
 	if err != nil {
-		return err
+		return zero, err
 	}
 	entries, err := client.EnvEntries(req.Env)
 	if err != nil {
-		return err
+		return zero, err
 	}
 	appRel := req.AppRelPath
 	if appRel == "" {
 		appRel = "."
 	}
 	env := append(append([]string{}, req.BaseEnv...), command.LogEnv(req.LogLevel, req.LogFormat)...)
-	e := engine.New(req.Plugin, opts.Limits, workDir, opts.Exec, env, opts.Logger, newMetrics())
-	e.OnCommand(req.OnCommand)
+	obs := command.ObserverFunc(func(command.Report) {})
+	if req.OnCommand != nil {
+		obs = req.OnCommand
+	}
+	e := engine.New(req.Plugin, req.Limits, workDir, req.Exec, env, log, obs)
 	f, err := os.Open(tgz.Path)
 	if err != nil {
-		return err
+		return zero, err
 	}
 	defer f.Close()
 	// The server's request, without its idle bound, shared trees or removal
 	// after the response.
-	rq := &request{eng: e, extract: extract, limits: opts.Limits, log: opts.Logger, remove: func(remove func()) { remove() }}
-	if err := rq.begin(); err != nil {
-		return err
-	}
-	defer rq.end()
-	if err := rq.receive(&tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f}); err != nil {
-		return err
-	}
-	if _, err := rq.workspace(); err != nil {
-		return err
-	}
-	return rq.run(ctx, func(_ context.Context, ws *engine.Workspace) error { return fn(e, ws) })
+	rq := &request.Request{Engine: e, Extract: extract, Limits: req.Limits, Log: log}
+	out, _, err := request.Run(ctx, rq, &tarballStream{ctx: ctx, meta: metadataFor(appRel, tgz, entries), r: f},
+		func(ctx context.Context, ws *engine.Workspace) (T, error) { return fn(ctx, e, ws) })
+	return out, err
 }
 
 // tarballStream plays the repo-server's side of a stream from a packed
