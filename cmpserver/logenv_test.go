@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
-	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
@@ -34,33 +33,6 @@ func generatedLogEnv(t *testing.T, ts *testServer, env ...string) (level, format
 		t.Fatal(err)
 	}
 	return cm.Data["level"], cm.Data["format"]
-}
-
-func TestNormalizeLogSettings(t *testing.T) {
-	// Argo CD parses the level with logrus (any case) and exports level.String(),
-	// so "warn" becomes "warning"; an empty level is info.
-	for in, want := range map[string]string{
-		"trace": "trace", "debug": "debug", "INFO": "info", "": "info",
-		"warn": "warning", "Warning": "warning", "error": "error", "fatal": "fatal", "panic": "panic",
-	} {
-		if got, err := command.NormalizeLogLevel(in); err != nil || got != want {
-			t.Errorf("command.NormalizeLogLevel(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	// The format is lower-cased; an empty one is text.
-	for in, want := range map[string]string{"json": "json", "JSON": "json", "text": "text", "Text": "text", "": "text"} {
-		if got, err := command.NormalizeLogFormat(in); err != nil || got != want {
-			t.Errorf("command.NormalizeLogFormat(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"verbose", "dpanic", "5"} {
-		if _, err := command.NormalizeLogLevel(bad); err == nil {
-			t.Errorf("command.NormalizeLogLevel(%q) accepted", bad)
-		}
-	}
-	if _, err := command.NormalizeLogFormat("xml"); err == nil {
-		t.Error(`command.NormalizeLogFormat("xml") accepted`)
-	}
 }
 
 // TestCommandsSeeArgoLogEnv: argocd-cmp-server puts its log level and format

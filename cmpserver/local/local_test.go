@@ -66,7 +66,7 @@ func TestLocalGenerateAndMatch(t *testing.T) {
 	t.Parallel()
 	tree := tartest.Tree(t, map[string]string{"app/cm.yaml": "x: y\n"})
 	out, err := Generate(context.Background(), Request{
-		Plugin: plugin(t, `printf "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"%s\"}}" "$(basename "$PWD")"`),
+		Plugin:   plugin(t, `printf "{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"%s\"}}" "$(basename "$PWD")"`),
 		RepoRoot: tree, AppRelPath: "app", Exec: command.DefaultOptions(), Limits: unpack.DefaultLimits(),
 	})
 	if err != nil || len(out) != 1 || !strings.Contains(out[0], `"name":"app"`) {
