@@ -3,7 +3,6 @@ package injector
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -26,9 +25,8 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
 
 // The golden directory holds one case per input object, <case>.yaml (a Pod
 // or a workload), with optional companions:
@@ -127,8 +125,8 @@ func TestGolden(t *testing.T) {
 			servers[catFile] = startServerWith(t, catFile, func(o *Options) { o.TrustedUsers = []string{goldenTrustedUser} })
 		}
 		ts := servers[catFile]
-		golden := filepath.Join(goldenDir, name+goldenSuffix)
-		expected[golden] = true
+		goldenPath := filepath.Join(goldenDir, name+goldenSuffix)
+		expected[goldenPath] = true
 		t.Run(name, func(t *testing.T) {
 			cat, err := catalog.Load(catFile)
 			if err != nil {
@@ -169,11 +167,11 @@ func TestGolden(t *testing.T) {
 			if r.Decision != inject.Denied {
 				out = append(append(out, "---\n"...), offline.Output...)
 			}
-			checkGolden(t, golden, out)
+			golden.Check(t, goldenPath, out)
 		})
 	}
 	for _, f := range orphans {
-		if *update && strings.HasSuffix(f, goldenSuffix) {
+		if golden.Update() && strings.HasSuffix(f, goldenSuffix) {
 			_ = os.Remove(f)
 			continue
 		}
@@ -569,22 +567,5 @@ func checkIdempotent(t *testing.T, cat *catalog.Catalog, injected []byte) {
 	}
 	if !bytes.Equal(again[0].Output, injected) {
 		t.Errorf("second pass changed the output")
-	}
-}
-
-func checkGolden(t *testing.T, file string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./injector/ -run TestGolden -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale (run go test ./injector/ -run TestGolden -update); got:\n%s", file, got)
 	}
 }

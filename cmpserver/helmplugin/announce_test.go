@@ -2,7 +2,6 @@ package helmplugin
 
 import (
 	"encoding/json"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,28 +11,8 @@ import (
 	"testing"
 
 	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
-
-// golden compares got with testdata/<name>, or rewrites it under -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s is stale (go test -update rewrites it)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func TestAnnounceGolden(t *testing.T) {
 	for _, chart := range []string{"typed", "echo"} {
@@ -48,7 +27,7 @@ func TestAnnounceGolden(t *testing.T) {
 			if _, err := params.ParseAnnouncements([]byte(out)); err != nil {
 				t.Errorf("the plugin server would not accept the announcement: %v", err)
 			}
-			golden(t, chart+".parameters.json", out)
+			golden.Check(t, filepath.Join("testdata", chart+".parameters.json"), []byte(out))
 		})
 	}
 }

@@ -8,12 +8,10 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -57,19 +55,6 @@ func (r *helmRequest) prepare() (*helmOptions, *boundary, error) {
 	return opts, b, nil
 }
 
-// helmError is a failed helm run; its message is helm's own stderr.
-type helmError struct {
-	ExitCode int
-	Stderr   string
-}
-
-func (e *helmError) Error() string {
-	if e.Stderr == "" {
-		return fmt.Sprintf("helm exited with status %d", e.ExitCode)
-	}
-	return e.Stderr
-}
-
 // generateManifests renders the chart in r.AppDir with `helm template`, writing the manifests
 // to r.Stdout. Warnings, including helm's on success, go to r.Stderr.
 func generateManifests(ctx context.Context, r helmRequest) error {
@@ -82,8 +67,10 @@ func generateManifests(ctx context.Context, r helmRequest) error {
 	if err != nil {
 		return err
 	}
-	helm, err := toolrun.LookPath("helm", r.Env["PATH"])
-	if err != nil {
+	// Looked up before the arguments are built, so a sidecar without helm
+	// says so whatever its parameters.
+	env := envList(r.Env)
+	if _, err := toolrun.Find("helm", env); err != nil {
 		return err
 	}
 	tmp := tempDir(r.Env)
@@ -95,7 +82,16 @@ func generateManifests(ctx context.Context, r helmRequest) error {
 	if err := b.checkSymlinks(); err != nil {
 		return err
 	}
-	return runHelm(ctx, helm, args, r)
+	// helm's message is the error text the user sees, unprefixed, and its
+	// exit code is cmp-server's.
+	stderr, err := toolrun.Stream(ctx, "helm", args, r.AppDir, env, r.Stdout, func(msg string) string { return msg })
+	if err != nil {
+		return err
+	}
+	if msg := bytes.TrimSpace(stderr); len(msg) > 0 {
+		fmt.Fprintf(r.Stderr, "%s\n", msg)
+	}
+	return nil
 }
 
 // templateArgs builds `helm template` arguments. Every flag is written as one
@@ -196,39 +192,6 @@ func tempDir(env map[string]string) string {
 		return d
 	}
 	return os.TempDir()
-}
-
-// helmWaitDelay bounds how long helm's output pipes are drained after it is killed.
-const helmWaitDelay = 5 * time.Second
-
-func runHelm(ctx context.Context, helm string, args []string, r helmRequest) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, helm, args...)
-	cmd.Dir = r.AppDir
-	cmd.Env = envList(r.Env)
-	cmd.Stdout = r.Stdout
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = helmWaitDelay
-	err := cmd.Run()
-	msg := strings.TrimSpace(stderr.String())
-	if err == nil {
-		if msg != "" {
-			fmt.Fprintln(r.Stderr, msg)
-		}
-		return nil
-	}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code := exit.ExitCode()
-		if code <= 0 {
-			code = 1 // killed by a signal, e.g. the context's deadline
-		}
-		if ctx.Err() != nil && msg == "" {
-			msg = "helm was stopped: " + ctx.Err().Error()
-		}
-		return &helmError{ExitCode: code, Stderr: msg}
-	}
-	return fmt.Errorf("running helm: %w", err)
 }
 
 func envList(env map[string]string) []string {

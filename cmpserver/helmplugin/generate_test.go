@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/params"
+	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
 
 // byHandBase are the flags the build env of baseEnv stands for.
@@ -316,9 +317,9 @@ func TestGenerateErrors(t *testing.T) {
 	echo := chartDir(t, "echo")
 	t.Run("broken chart returns helm's message", func(t *testing.T) {
 		_, _, err := runPlugin(t, generateManifests, chartDir(t, "broken"), "", baseEnv(t))
-		var he *helmError
-		if !errors.As(err, &he) || he.ExitCode == 0 {
-			t.Fatalf("error = %#v, want a helmError", err)
+		var exit *serving.ExitError
+		if !errors.As(err, &exit) || exit.Code == 0 {
+			t.Fatalf("error = %#v, want a *serving.ExitError with helm's exit code", err)
 		}
 		if !strings.Contains(err.Error(), "parse error at (broken/templates/bad.yaml:5)") {
 			t.Fatalf("error text %q lacks helm's message", err)

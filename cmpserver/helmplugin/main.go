@@ -6,7 +6,6 @@ package helmplugin
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strings"
 
@@ -52,14 +51,7 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	if err != nil {
 		return err
 	}
-	err = run(ctx, helmRequest{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
-	var helmErr *helmError
-	if errors.As(err, &helmErr) {
-		// helm's own message is the error text the user sees, unprefixed, and
-		// its exit code is ours.
-		return &serving.ExitError{Code: helmErr.ExitCode, Err: helmErr}
-	}
-	return err
+	return run(ctx, helmRequest{Env: environ(os.Environ()), AppDir: dir, RepoRoot: *repoRoot, Stdout: stdio.Stdout, Stderr: stdio.Stderr})
 }
 
 // environ turns KEY=value pairs into a map; a later duplicate wins, as with exec.

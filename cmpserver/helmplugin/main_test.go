@@ -3,8 +3,11 @@ package helmplugin
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
@@ -26,11 +29,17 @@ func TestMainHelp(t *testing.T) {
 // runMain runs runCommand as cmp-server would: env from the process, the chart as cwd.
 func runMain(t *testing.T, dir string, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
+	return runMainFor(t, testTimeout, dir, env, args...)
+}
+
+// runMainFor is runMain with cmp-server's context ending after timeout.
+func runMainFor(t *testing.T, timeout time.Duration, dir string, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	t.Chdir(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	p := serving.Program{Name: "cmp-server", Commands: []serving.Command{Command}}
@@ -94,6 +103,51 @@ func TestMainErrors(t *testing.T) {
 			code, _, stderr := runMain(t, chartDir(t, tc.dir), e, tc.args...)
 			if code != tc.code || !strings.Contains(stderr, tc.inStderr) {
 				t.Fatalf("exit %d (want %d), stderr %q (want %q)", code, tc.code, stderr, tc.inStderr)
+			}
+		})
+	}
+}
+
+// TestMainReportsHelmsOutcome: what a helm run leaves the user with, told by
+// a stand-in helm: its manifests on stdout, its warnings on a success on
+// stderr (trimmed), and on a failure its own message, unprefixed, with its
+// exit code; a silent failure says the status, and a helm stopped by the
+// context says so.
+func TestMainReportsHelmsOutcome(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script  string
+		timeout time.Duration
+		code    int
+		stdout  string
+		stderr  string
+	}{
+		"success with warnings": {script: "echo 'kind: A'\necho '  WARNING: deprecated chart  ' >&2\n",
+			stdout: "kind: A\n", stderr: "WARNING: deprecated chart\n"},
+		"a quiet success": {script: "echo 'kind: A'\n", stdout: "kind: A\n"},
+		"failure": {script: "echo 'kind: A'\necho 'Error: bad chart' >&2\nexit 3\n",
+			code: 3, stdout: "kind: A\n", stderr: "Error: bad chart\n"},
+		"silent failure": {script: "exit 4\n", code: 4, stderr: "helm exited with status 4\n"},
+		"stopped":        {script: "exec /bin/sleep 60\n", timeout: 300 * time.Millisecond, code: 1, stderr: "helm was stopped: context deadline exceeded\n"},
+		"no helm":        {code: 1, stderr: "cmp-server helm: helm not found on PATH ({bin})\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bin := t.TempDir()
+			if tc.script != "" {
+				if err := os.WriteFile(filepath.Join(bin, "helm"), []byte("#!/bin/sh\n"+tc.script), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := baseEnv(t)
+			env["PATH"] = bin
+			env[keys.EnvAppParameters] = ""
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = testTimeout
+			}
+			code, stdout, stderr := runMainFor(t, timeout, chartDir(t, "echo"), env, "generate")
+			want := strings.ReplaceAll(tc.stderr, "{bin}", bin)
+			if code != tc.code || stdout != tc.stdout || stderr != want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d, stdout %q, stderr %q", code, stdout, stderr, tc.code, tc.stdout, want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
-// Package toolrun runs the tool of a built-in plugin (jsonnet, kustomize, sops) the way
-// each of them needs: found on the plugin env's PATH, its output captured,
-// and on failure its own message as the error text with its exit code.
+// Package toolrun runs the tool of a built-in plugin (helm, jsonnet, kustomize, sops) the
+// way each of them needs: found on the plugin env's PATH, its output captured
+// or streamed, and on failure its own message as the error text with its exit
+// code.
 package toolrun
 
 import (
@@ -8,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,14 +27,26 @@ const waitDelay = 5 * time.Second
 // *serving.ExitError with the tool's exit code whose text is describe's
 // wording of the tool's stderr (or of why it stopped).
 func Run(ctx context.Context, tool string, args []string, dir string, env []string, describe func(msg string) string) (stdout, stderr []byte, err error) {
-	bin, err := LookPath(tool, envPath(env))
+	var out bytes.Buffer
+	stderr, err = Stream(ctx, tool, args, dir, env, &out, describe)
 	if err != nil {
 		return nil, nil, err
 	}
-	var out, errOut bytes.Buffer
+	return out.Bytes(), stderr, nil
+}
+
+// Stream is Run for a tool whose output is passed on as it is, such as
+// helm's manifests: its stdout goes to stdout as the tool writes it instead of
+// being held in memory, so on a failure stdout has what it wrote before.
+func Stream(ctx context.Context, tool string, args []string, dir string, env []string, stdout io.Writer, describe func(msg string) string) (stderr []byte, err error) {
+	bin, err := lookPath(tool, envPath(env))
+	if err != nil {
+		return nil, err
+	}
+	var errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = dir, env
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdout, cmd.Stderr = stdout, &errOut
 	cmd.WaitDelay = waitDelay
 	err = cmd.Run()
 	var exit *exec.ExitError
@@ -49,16 +63,16 @@ func Run(ctx context.Context, tool string, args []string, dir string, env []stri
 				msg = tool + " was stopped: " + ctx.Err().Error()
 			}
 		}
-		return nil, nil, &serving.ExitError{Code: code, Err: errors.New(describe(msg))}
+		return nil, &serving.ExitError{Code: code, Err: errors.New(describe(msg))}
 	case err != nil:
-		return nil, nil, fmt.Errorf("running %s: %w", tool, err)
+		return nil, fmt.Errorf("running %s: %w", tool, err)
 	}
-	return out.Bytes(), errOut.Bytes(), nil
+	return errOut.Bytes(), nil
 }
 
 // Find looks name up on the PATH of env, as Run does.
 func Find(name string, env []string) (string, error) {
-	return LookPath(name, envPath(env))
+	return lookPath(name, envPath(env))
 }
 
 // envPath is the PATH of env; the last one wins, as with exec.
@@ -72,11 +86,11 @@ func envPath(env []string) string {
 	return pathList
 }
 
-// LookPath finds an executable in pathList, the PATH of the plugin env rather
+// lookPath finds an executable in pathList, the PATH of the plugin env rather
 // than of this process, so a request's env is honoured the same way in tests
 // and in sidecars; relative entries are skipped, since they would resolve
 // inside the user's repository.
-func LookPath(name, pathList string) (string, error) {
+func lookPath(name, pathList string) (string, error) {
 	for _, dir := range filepath.SplitList(pathList) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			continue

@@ -1,12 +1,14 @@
 package toolrun
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -46,6 +48,16 @@ func TestRun(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	})
+	t.Run("a tool stopped by the context says so", func(t *testing.T) {
+		dir := tool(t, "t", `exec /bin/sleep 60`)
+		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, _, err := Run(ctx, "t", nil, dir, []string{"PATH=" + dir}, describe)
+		var exit *serving.ExitError
+		if !errors.As(err, &exit) || exit.Code != 1 || err.Error() != "said: t was stopped: context deadline exceeded" {
+			t.Errorf("err %v, want exit 1 saying it was stopped", err)
+		}
+	})
 	t.Run("relative PATH entries are not searched", func(t *testing.T) {
 		dir := tool(t, "t", `exit 0`)
 		t.Chdir(filepath.Dir(dir))
@@ -54,6 +66,25 @@ func TestRun(t *testing.T) {
 			t.Errorf("err %v, want not found", err)
 		}
 	})
+}
+
+// TestStream: stdout reaches the writer, what was written before a failure
+// included, and stderr is returned or is the error's text as with Run.
+func TestStream(t *testing.T) {
+	ctx := context.Background()
+	describe := func(msg string) string { return msg }
+	dir := tool(t, "t", `echo out; echo "  note  " >&2; [ "$1" = fail ] && exit 5; exit 0`)
+	var out bytes.Buffer
+	stderr, err := Stream(ctx, "t", nil, dir, []string{"PATH=" + dir}, &out, describe)
+	if err != nil || out.String() != "out\n" || string(stderr) != "  note  \n" {
+		t.Errorf("out %q stderr %q err %v", out.String(), stderr, err)
+	}
+	out.Reset()
+	stderr, err = Stream(ctx, "t", []string{"fail"}, dir, []string{"PATH=" + dir}, &out, describe)
+	var exit *serving.ExitError
+	if !errors.As(err, &exit) || exit.Code != 5 || err.Error() != "note" || stderr != nil || out.String() != "out\n" {
+		t.Errorf("out %q stderr %q err %v, want exit 5 saying note after out", out.String(), stderr, err)
+	}
 }
 
 func TestGenerateAction(t *testing.T) {

@@ -85,7 +85,7 @@ var (
 
 	// reconciler
 	checkReconcilerLease = Check{ID: "reconciler.lease", Severity: Error, Retryable: true,
-		Hint: "kubectl get pods -l app.kubernetes.io/name=cmp-injector in the install namespace; their logs say why"}
+		Hint: "the injector's logs in the install namespace say why"}
 )
 
 // Checks lists every check doctor makes, in order.

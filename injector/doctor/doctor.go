@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
@@ -90,6 +91,11 @@ type doctor struct {
 	report      Report
 
 	webhooks []webhookRef
+	// webhooksErr is why the webhook configurations could not be listed.
+	webhooksErr error
+	// selector picks the injector's pods, as its Service does: the hints
+	// name it for kubectl.
+	selector labels.Selector
 	// minor is the API server's Kubernetes minor version (0: unknown).
 	minor    int
 	injector *appsv1.Deployment
@@ -111,6 +117,7 @@ func (d *doctor) run(ctx context.Context) {
 	}
 	g.pass(checkAPIReachable, fmt.Sprintf("API server %s, Kubernetes %s", d.host, v.GitVersion))
 	d.minor = kubeMinor(v.GitVersion)
+	d.findWebhooks(ctx)
 	d.findInjector(ctx)
 	d.checkWebhooks(ctx)
 	d.checkCatalog(ctx)
@@ -119,10 +126,43 @@ func (d *doctor) run(ctx context.Context) {
 	d.checkReconciler(ctx)
 }
 
-// findInjector finds the injector's Deployment in the install namespace.
+// defaultSelector picks the pods of a chart installed without nameOverride:
+// the guess when nothing installed says otherwise.
+var defaultSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": "cmp-injector"})
+
+// findInjector finds the injector's Deployment in the install namespace: the
+// one whose pods the webhook's Service selects. The chart's selector labels
+// follow nameOverride and the release name, so only the Service it rendered
+// knows them; with webhook.url the webhook names no Service, and the chart's
+// Service is the one named like the webhook configuration.
 func (d *doctor) findInjector(ctx context.Context) {
-	deps, err := d.client.AppsV1().Deployments(d.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=cmp-injector"})
-	if err == nil && len(deps.Items) > 0 {
-		d.injector = &deps.Items[0]
+	deps, err := d.client.AppsV1().Deployments(d.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		deps = &appsv1.DeploymentList{}
+	}
+	var candidates []labels.Selector
+	for _, w := range d.webhooks {
+		name := w.config
+		if s := w.hook.ClientConfig.Service; s != nil {
+			if s.Namespace != d.namespace {
+				continue
+			}
+			name = s.Name
+		}
+		svc, err := d.client.CoreV1().Services(d.namespace).Get(ctx, name, metav1.GetOptions{})
+		// A Service without a selector selects nothing, not everything.
+		if err == nil && len(svc.Spec.Selector) > 0 {
+			candidates = append(candidates, labels.SelectorFromSet(svc.Spec.Selector))
+		}
+	}
+	candidates = append(candidates, defaultSelector)
+	d.selector = candidates[0]
+	for _, sel := range candidates {
+		for i := range deps.Items {
+			if sel.Matches(labels.Set(deps.Items[i].Spec.Template.Labels)) {
+				d.injector, d.selector = &deps.Items[i], sel
+				return
+			}
+		}
 	}
 }

@@ -36,11 +36,11 @@ func (d *doctor) checkReconciler(ctx context.Context) {
 	lease, err := d.client.CoordinationV1().Leases(d.namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		g.fail(checkReconcilerLease, "no replica has taken the Lease "+d.namespace+"/"+name+": nothing keeps pods current",
-			"kubectl -n "+d.namespace+" logs -l app.kubernetes.io/name=cmp-injector | grep -i lease (RBAC: the chart's Role grants leases get/create/update)")
+			"kubectl -n "+d.namespace+" logs -l "+d.selector.String()+" | grep -i lease (RBAC: the chart's Role grants leases get/create/update)")
 		return
 	}
 	if err != nil {
-		g.fail(checkReconcilerLease, "Lease "+d.namespace+"/"+name+": "+err.Error(), "")
+		g.fail(checkReconcilerLease, "Lease "+d.namespace+"/"+name+": "+err.Error(), d.podsHint())
 		return
 	}
 	holder := ""
@@ -52,8 +52,13 @@ func (d *doctor) checkReconciler(ctx context.Context) {
 		dur = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
 	if holder == "" || lease.Spec.RenewTime == nil || d.now.Sub(lease.Spec.RenewTime.Time) > 2*dur {
-		g.fail(checkReconcilerLease, "the Lease "+d.namespace+"/"+name+" is not being renewed (holder "+holder+")", "kubectl -n "+d.namespace+" get pods -l app.kubernetes.io/name=cmp-injector; their logs say why")
+		g.fail(checkReconcilerLease, "the Lease "+d.namespace+"/"+name+" is not being renewed (holder "+holder+")", d.podsHint())
 		return
 	}
 	g.pass(checkReconcilerLease, fmt.Sprintf("replica %s leads, Lease renewed %s ago", holder, d.now.Sub(lease.Spec.RenewTime.Time).Round(time.Second)))
+}
+
+// podsHint points at the injector's pods by the selector that found them.
+func (d *doctor) podsHint() string {
+	return "kubectl -n " + d.namespace + " get pods -l " + d.selector.String() + "; their logs say why"
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -64,45 +65,87 @@ type install struct {
 
 func issue(t testing.TB, validity time.Duration, ips ...net.IP) *certs.Bundle {
 	t.Helper()
-	b, err := certs.Generate(certs.Options{Service: "cmp-injector", Namespace: installNS, IPs: ips, Validity: validity, Now: testNow.Add(-time.Hour)})
+	return issueAs(t, "cmp-injector", validity, ips...)
+}
+
+// issueAs issues a serving certificate for the webhook Service named service.
+func issueAs(t testing.TB, service string, validity time.Duration, ips ...net.IP) *certs.Bundle {
+	t.Helper()
+	b, err := certs.Generate(certs.Options{Service: service, Namespace: installNS, IPs: ips, Validity: validity, Now: testNow.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
+// chartRender is what charts/cmp-injector/templates/_helpers.tpl makes of one
+// release's name and values, written out as helm template renders it (test/
+// packaging's TestChartSelectsTheInjectorByItsService holds the chart to
+// these): fullname ("cmp-injector.fullname") names the Deployment, Service,
+// webhook configuration, TLS Secret and catalog ConfigMap; selector
+// ("cmp-injector.selectorLabels") labels the pods and is the Service's
+// selector, and every object's labels ("cmp-injector.labels") hold it.
+type chartRender struct {
+	fullname string
+	selector map[string]string
+}
+
+// defaultRender is helm install cmp-injector -n cmp-injector with no
+// overrides.
+var defaultRender = chartRender{fullname: "cmp-injector",
+	selector: map[string]string{"app.kubernetes.io/name": "cmp-injector", "app.kubernetes.io/instance": "cmp-injector"}}
+
+// objectLabels are cmp-injector.labels but helm.sh/chart and
+// app.kubernetes.io/version, which change with each release of the chart and
+// which doctor does not read.
+func (r chartRender) objectLabels() map[string]string {
+	l := map[string]string{"app.kubernetes.io/managed-by": "Helm"}
+	maps.Copy(l, r.selector)
+	return l
+}
+
 func healthy(t testing.TB) *install {
+	t.Helper()
+	return healthyAs(t, defaultRender)
+}
+
+// healthyAs is healthy as the chart renders ch.
+func healthyAs(t testing.TB, ch chartRender) *install {
 	t.Helper()
 	catYAML, err := os.ReadFile("../testdata/catalog.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := issue(t, 90*24*time.Hour)
+	b := issueAs(t, ch.fullname, 90*24*time.Hour)
 	yes := true
 	fail := admissionv1.Fail
 	in := &install{bundle: b}
+	tlsName, catalogName := ch.fullname+"-tls", ch.fullname+"-catalog"
 	in.dep = &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "cmp-injector", Labels: map[string]string{"app.kubernetes.io/name": "cmp-injector"}},
-		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "injector", Args: []string{"serve", "--catalog=/etc/cmp-injector/catalog.yaml", "--reconcile", "--leader-election-name=" + leaseName}}},
-			Volumes: []corev1.Volume{
-				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: tlsSecret}}},
-				{Name: "catalog", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: catalogCM}}}},
-			}}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: ch.fullname, Labels: ch.objectLabels()},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: ch.selector},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: ch.selector}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "injector", Args: []string{"serve", "--catalog=/etc/cmp-injector/catalog.yaml", "--reconcile", "--leader-election-name=" + leaseName}}},
+				Volumes: []corev1.Volume{
+					{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: tlsName}}},
+					{Name: "catalog", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: catalogName}}}},
+				}}}},
 	}
-	in.cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: catalogCM}, Data: map[string]string{"catalog.yaml": string(catYAML)}}
-	in.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: tlsSecret}, Data: map[string][]byte{"tls.crt": b.Cert, "tls.key": b.Key}}
-	in.mwc = &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "cmp-injector"},
+	in.cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: catalogName}, Data: map[string]string{"catalog.yaml": string(catYAML)}}
+	in.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: tlsName}, Data: map[string][]byte{"tls.crt": b.Cert, "tls.key": b.Key}}
+	in.mwc = &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: ch.fullname, Labels: ch.objectLabels()},
 		Webhooks: []admissionv1.MutatingWebhook{{
 			Name:              keys.WebhookName,
-			ClientConfig:      admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: installNS, Name: "cmp-injector"}, CABundle: b.CA},
+			ClientConfig:      admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: installNS, Name: ch.fullname}, CABundle: b.CA},
 			Rules:             []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: admissionv1.Rule{Resources: []string{"pods"}}}},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue}},
 			FailurePolicy:     &fail,
 		}}}
-	in.svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "cmp-injector"}}
-	in.slice = &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "cmp-injector-x",
-		Labels: map[string]string{"kubernetes.io/service-name": "cmp-injector"}},
+	in.svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: ch.fullname, Labels: ch.objectLabels()},
+		Spec: corev1.ServiceSpec{Selector: ch.selector}}
+	in.slice = &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: ch.fullname + "-x",
+		Labels: map[string]string{"kubernetes.io/service-name": ch.fullname}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.7"}, Conditions: discoveryv1.EndpointConditions{Ready: &yes}}}}
 	holder := "cmp-injector-0_abcd"
 	secs := int32(15)
@@ -325,7 +368,7 @@ func TestBrokenInstalls(t *testing.T) {
 // from an hour before testNow: a fresh CA, so the caBundle is updated too.
 func issueFor(t testing.TB, in *install, validity time.Duration) []byte {
 	t.Helper()
-	b := issue(t, validity)
+	b := issueAs(t, in.svc.Name, validity)
 	in.mwc.Webhooks[0].ClientConfig.CABundle = b.CA
 	return b.Cert
 }

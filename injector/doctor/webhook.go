@@ -13,6 +13,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -22,11 +23,12 @@ import (
 // is not happening.
 const certWarnDays = 7
 
-func (d *doctor) checkWebhooks(ctx context.Context) {
-	g := d.report.group("webhook")
+// findWebhooks collects the injector's webhooks before anything is checked:
+// they lead to the injector's Deployment (findInjector).
+func (d *doctor) findWebhooks(ctx context.Context) {
 	list, err := d.client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		g.fail(checkWebhookListable, "cannot list MutatingWebhookConfigurations: "+err.Error(), "")
+		d.webhooksErr = err
 		return
 	}
 	for _, c := range list.Items {
@@ -35,6 +37,14 @@ func (d *doctor) checkWebhooks(ctx context.Context) {
 				d.webhooks = append(d.webhooks, webhookRef{config: c.Name, hook: h})
 			}
 		}
+	}
+}
+
+func (d *doctor) checkWebhooks(ctx context.Context) {
+	g := d.report.group("webhook")
+	if d.webhooksErr != nil {
+		g.fail(checkWebhookListable, "cannot list MutatingWebhookConfigurations: "+d.webhooksErr.Error(), "")
+		return
 	}
 	if len(d.webhooks) == 0 {
 		g.fail(checkWebhookConfigured, "no MutatingWebhookConfiguration has the webhook "+keys.WebhookName,
@@ -73,9 +83,16 @@ func (d *doctor) checkWebhooks(ctx context.Context) {
 func (d *doctor) checkService(ctx context.Context, g *Group, w webhookRef) {
 	svc := w.hook.ClientConfig.Service
 	ref := svc.Namespace + "/" + svc.Name
-	if _, err := d.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{}); err != nil {
+	service, err := d.client.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+	if err != nil {
 		g.fail(checkWebhookService, "webhook Service "+ref+": "+err.Error(), "")
 		return
+	}
+	// The endpoints are the pods this Service selects, whichever
+	// Deployment findInjector settled on.
+	pods := d.selector.String()
+	if len(service.Spec.Selector) > 0 {
+		pods = labels.SelectorFromSet(service.Spec.Selector).String()
 	}
 	eps, err := d.client.DiscoveryV1().EndpointSlices(svc.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc.Name})
 	ready := 0
@@ -90,7 +107,7 @@ func (d *doctor) checkService(ctx context.Context, g *Group, w webhookRef) {
 	}
 	if ready == 0 {
 		g.fail(checkWebhookEndpoints, "webhook Service "+ref+" has no ready endpoints: pods that ask for plugins are refused (failurePolicy Fail) or start without them (Ignore)",
-			"kubectl -n "+svc.Namespace+" get pods -l app.kubernetes.io/name=cmp-injector; kubectl -n "+svc.Namespace+" describe pods -l app.kubernetes.io/name=cmp-injector")
+			"kubectl -n "+svc.Namespace+" get pods -l "+pods+"; kubectl -n "+svc.Namespace+" describe pods -l "+pods)
 	} else {
 		g.pass(checkWebhookEndpoints, fmt.Sprintf("webhook Service %s has %d ready endpoint(s)", ref, ready))
 	}

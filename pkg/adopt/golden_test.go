@@ -2,21 +2,18 @@ package adopt
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/test/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the expected files in testdata/golden")
 
 // Each directory of testdata/golden is a case: input.yaml (or, for a round
 // trip, source-workload.yaml and source-catalog.yaml, which the test injects
@@ -63,7 +60,9 @@ func TestGolden(t *testing.T) {
 			fmt.Fprintf(&report, "exit: %d\n", exitCode(r))
 			got := map[string][]byte{"catalog.yaml": r.Catalog, "workload.yaml": r.Workload, "report.txt": report.Bytes()}
 			for _, name := range expectedFiles {
-				compareGolden(t, filepath.Join(dir, name), got[name])
+				// adopt writes no catalog or workload when it adopts
+				// nothing: then the case has no such file.
+				golden.CheckOptional(t, filepath.Join(dir, name), got[name])
 			}
 			if len(r.Catalog) > 0 {
 				// The written catalog must load through the real loader.
@@ -133,49 +132,4 @@ func injected(t *testing.T, workload, catalogFile string) []byte {
 		out.Write(o.Output)
 	}
 	return out.Bytes()
-}
-
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if len(got) == 0 {
-			_ = os.Remove(path)
-			return
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if os.IsNotExist(err) && len(got) == 0 {
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/adopt -run TestGolden -update)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s is stale (run with -update and review the diff):\n%s", path, lineDiff(string(want), string(got)))
-	}
-}
-
-// lineDiff shows the first lines that differ.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	shown := 0
-	for i := 0; i < max(len(w), len(g)) && shown < 8; i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d\n  want: %s\n  got:  %s\n", i+1, wl, gl)
-			shown++
-		}
-	}
-	return b.String()
 }

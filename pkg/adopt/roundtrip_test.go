@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/test/golden"
 )
 
 // TestRoundTrip: adopt of what the injector made from a workload and a
@@ -51,7 +52,7 @@ func TestRoundTrip(t *testing.T) {
 	if !equality.Semantic.DeepEqual(a.Spec, b.Spec) {
 		ay, _ := yaml.Marshal(a.Spec)
 		by, _ := yaml.Marshal(b.Spec)
-		t.Errorf("re-injected pod differs from the first injection:\n%s", lineDiff(string(ay), string(by)))
+		t.Errorf("re-injected pod differs from the first injection:\n%s", golden.Diff(string(ay), string(by)))
 	}
 	for k, v := range a.Annotations {
 		if k == "cmp-injector.io/status" {

@@ -17,6 +17,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+	// Named apart from this suite's golden, which marshals and records
+	// before it compares.
+	goldenfile "github.com/cmp-injector/cmp-injector/test/golden"
 )
 
 // catalogFor is the example catalog with the given sidecar mode and namespaces.
@@ -151,14 +154,8 @@ func golden(t *testing.T, name string, got any) {
 		t.Fatal(err)
 	}
 	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if dir := os.Getenv(recordGoldensEnv); os.IsNotExist(err) && dir != "" {
+	_, err = os.Stat(path)
+	if dir := os.Getenv(recordGoldensEnv); !goldenfile.Update() && os.IsNotExist(err) && dir != "" {
 		// make e2e-matrix on a Kubernetes minor with no recorded goldens:
 		// what the API server stored is kept for a maintainer to read, not
 		// compared with another minor's defaults.
@@ -171,12 +168,7 @@ func golden(t *testing.T, name string, got any) {
 		t.Logf("no %s for this Kubernetes minor: the stored object is recorded in %s, not compared", path, dir)
 		return
 	}
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != string(b) {
-		t.Errorf("%s is stale or the result changed (rerun with -update after checking):\n--- want\n%s\n--- got\n%s", path, want, b)
-	}
+	goldenfile.Check(t, path, b)
 }
 
 // jsonString is s as a JSON string literal, as it appears in a manifest.

@@ -18,8 +18,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
 // env is shared by every scenario: one control plane per test binary keeps the
 // suite inside CI's budget (the apiserver takes seconds to start).
 var env struct {
