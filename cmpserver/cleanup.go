@@ -4,8 +4,8 @@ import "sync"
 
 // A request dir is removed after the handler returns: the repo-server waits
 // for the stream's status, which gRPC sends when the handler returns, and
-// removing a large repository's tree (5,000 files) took ~45 ms of every such
-// request. The removal still happens, on its own goroutine; shutdown waits
+// removing a large repository's tree grows with its files: it would be part
+// of every such request's time (docs/performance.md). The removal still happens, on its own goroutine; shutdown waits
 // for it, and once shutdown has begun removals run inline.
 type removals struct {
 	mu       sync.Mutex

@@ -144,7 +144,7 @@ func NewRunner(opts Options, log *zap.Logger, obs Observer) *Runner {
 	return &Runner{opts: opts, log: log, obs: obs, self: self}
 }
 
-// run executes c (command ++ args, no shell) in ws's app dir with its env and
+// Run executes c (command ++ args, no shell) in ws's app dir with its env and
 // returns its stdout, spooled to a file in the request dir (the caller closes
 // it). The command gets its own process group, which is sent SIGTERM when the
 // request deadline (minus the buffer) or the command timeout is reached,
@@ -176,19 +176,57 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 		}
 	}()
 	stderr := &cappedBuffer{limit: r.opts.MaxStderrBytes}
+	start := time.Now()
+	state, err, startErr := r.execute(ctx, argv, ws, stdout, stderr)
+	elapsed := time.Since(start)
+	if startErr != nil {
+		r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: elapsed, Stderr: startErr.Error()})
+		// Argo CD returns exec's error as is; the command follows as our detail.
+		return nil, fmt.Errorf("%w (starting `%s`)", startErr, display)
+	}
+	code := "0"
+	if state != nil && !state.Success() {
+		code = exitLabel(state)
+	}
+	r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
+		Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
+	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
+		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
+
+	if stdout.overflow {
+		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
+	}
+	if stdout.err != nil {
+		return nil, fmt.Errorf("`%s` failed: error storing its output: %w", display, stdout.err)
+	}
+	if err != nil {
+		return nil, commandError(display, err, state, reason(), strings.TrimSpace(stderr.String()))
+	}
+	if stderr.buf.Len() > 0 {
+		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
+	}
+	ok = true
+	return stdout, nil
+}
+
+// execute runs argv in its own process group until it and whatever it left
+// behind are gone, its stdout into stdout and its stderr, redacted, into
+// stderr. It returns how the command ended and Wait's error, or why it did
+// not start.
+func (r *Runner) execute(ctx context.Context, argv []string, ws Place, stdout *Output, stderr *cappedBuffer) (state *os.ProcessState, waitErr, startErr error) {
 	// Our own pipes rather than io.Writers: exec.Cmd.Wait would then wait for
 	// them to close, that is for every process holding them, and give up after
 	// WaitDelay with an error even when the command succeeded. We decide instead,
 	// below, how long a leftover may keep them open.
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer outR.Close()
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outW.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	defer errR.Close()
 	// The marker goes last so that nothing in the request can replace it.
@@ -213,15 +251,12 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	}
 	cmd.WaitDelay = r.opts.KillGrace
 
-	start := time.Now()
 	err = startCommand(cmd)
 	// The command has its copies; ours would keep the pipes open forever.
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: time.Since(start), Stderr: err.Error()})
-		// Argo CD returns exec's error as is; the command follows as our detail.
-		return nil, fmt.Errorf("%w (starting `%s`)", err, display)
+		return nil, nil, err
 	}
 	procs.started(cmd.Process.Pid)
 	var copying sync.WaitGroup
@@ -251,30 +286,7 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 		errR.Close()
 		<-outputClosed
 	}
-	elapsed := time.Since(start)
-	code := "0"
-	if cmd.ProcessState != nil && !cmd.ProcessState.Success() {
-		code = exitLabel(cmd.ProcessState)
-	}
-	r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
-		Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
-	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
-		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
-
-	if stdout.overflow {
-		return nil, fmt.Errorf("`%s` failed: output exceeds %d bytes (limit --max-stdout-bytes)", display, r.opts.MaxStdoutBytes)
-	}
-	if stdout.err != nil {
-		return nil, fmt.Errorf("`%s` failed: error storing its output: %w", display, stdout.err)
-	}
-	if err != nil {
-		return nil, commandError(display, err, cmd.ProcessState, reason(), strings.TrimSpace(stderr.String()))
-	}
-	if stderr.buf.Len() > 0 {
-		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
-	}
-	ok = true
-	return stdout, nil
+	return cmd.ProcessState, err, nil
 }
 
 // awaitOutput waits, once the command has exited, for its stdout and stderr to

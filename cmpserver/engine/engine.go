@@ -96,7 +96,7 @@ func (e *Engine) Cleanup(dir string) {
 	}
 }
 
-// unpack.Target is where a request's tarball goes: into the request dir itself, as
+// UnpackTo is where a request's tarball goes: into the request dir itself, as
 // Argo CD does, spooled beside it in the work dir.
 func (e *Engine) UnpackTo(dir string) *unpack.Target {
 	return &unpack.Target{Dir: dir, SpoolDir: e.workDir, Limits: e.limits, PreserveMode: e.plugin.Spec.PreserveFileMode}

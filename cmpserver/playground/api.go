@@ -47,7 +47,7 @@ func (s *Server) Handler(listenAddr string) http.Handler {
 // is not JSON (a plain form post needs no CORS preflight) or that comes from
 // another origin.
 func guard(listenAddr string, next http.Handler) http.Handler {
-	loopback, _ := CheckListen(listenAddr)
+	loopback, _ := checkListen(listenAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if loopback && !loopbackHost(r.Host) {
 			writeError(w, http.StatusForbidden, fmt.Errorf("host %q is not this machine: open the playground at http://%s/", r.Host, listenAddr))
@@ -465,7 +465,7 @@ func (s *Server) handleAnnounce(w http.ResponseWriter, r *http.Request) {
 		if ps := req.Plugin.Spec.Parameters; ps != nil {
 			static = len(ps.Static)
 		}
-		resp := announceResponse{Announcements: make([]announcement, len(as)), Problems: Lint(as, len(as)-static)}
+		resp := announceResponse{Announcements: make([]announcement, len(as)), Problems: lint(as, len(as)-static)}
 		for i, a := range as {
 			src := "dynamic"
 			if i >= len(as)-static {

@@ -463,7 +463,7 @@ func TestListen(t *testing.T) {
 		"0.0.0.0:7777": "remote", "192.0.2.1:7777": "remote",
 		":7777": "error", "example.com:7777": "error", "7777": "error",
 	} {
-		loopback, err := CheckListen(addr)
+		loopback, err := checkListen(addr)
 		got := "remote"
 		if err != nil {
 			got = "error"
@@ -471,7 +471,7 @@ func TestListen(t *testing.T) {
 			got = "loopback"
 		}
 		if got != want {
-			t.Errorf("CheckListen(%q) = %s (%v), want %s", addr, got, err, want)
+			t.Errorf("checkListen(%q) = %s (%v), want %s", addr, got, err, want)
 		}
 	}
 	s, err := New(Options{ConfigPath: writePlugin(t, t.TempDir(), "true"), AppDir: appDir(t)})

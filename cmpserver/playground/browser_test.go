@@ -209,7 +209,7 @@ func rowOf(b *browser, param, key string) string {
 func TestBrowserHelmPlugin(t *testing.T) {
 	withHelm(t)
 	chart := copyChart(t)
-	p := start(t, Options{ConfigPath: helmPlugin(t), AppDir: chart, PollInterval: DefaultPollInterval})
+	p := start(t, Options{ConfigPath: helmPlugin(t), AppDir: chart, PollInterval: defaultPollInterval})
 	b := newBrowser(t)
 
 	b.do("open the page", chromedp.Navigate(p.url+"/"))
@@ -237,7 +237,7 @@ func TestBrowserHelmPlugin(t *testing.T) {
 	b.waitFor("the edited values on the page", `document.querySelector('#manifests').innerText.includes('greeting: bonjour')`, 30*time.Second)
 	renderedAt := eval[float64](b, `window.playground.renderedAt`)
 	t.Logf("file edit to updated manifests on the page: %d ms (poll interval %s; of which the generate request %d ms; manifests rendered %d times before)",
-		time.UnixMilli(int64(renderedAt)).Sub(edited).Milliseconds(), DefaultPollInterval, eval[int](b, `window.playground.lastRunMs`), rendered)
+		time.UnixMilli(int64(renderedAt)).Sub(edited).Milliseconds(), defaultPollInterval, eval[int](b, `window.playground.lastRunMs`), rendered)
 	b.waitFor("the new default in the form", fmt.Sprintf(`document.querySelector(%s + ' .val').value === 'bonjour'`, js(rowOf(b, "helm-parameters", "greeting"))), 10*time.Second)
 
 	// A map parameter and a boolean, set with the keyboard and the mouse.

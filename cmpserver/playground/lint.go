@@ -12,9 +12,9 @@ import (
 // Item types the playground gives typed inputs. Argo CD's UI shows every item
 // type as text; the proposal names these two besides string.
 const (
-	ItemString  = "string"
-	ItemNumber  = "number"
-	ItemBoolean = "boolean"
+	itemString  = "string"
+	itemNumber  = "number"
+	itemBoolean = "boolean"
 )
 
 // Problem is something about the announcement an author should know: the
@@ -32,18 +32,18 @@ type Problem struct {
 // (the Helm plugin passes it to --set-json).
 var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
 
-// FitsItemType reports whether value is a valid item of itemType, and if not,
+// fitsItemType reports whether value is a valid item of itemType, and if not,
 // why. An empty value fits every type: it means "unset".
-func FitsItemType(itemType, value string) (bool, string) {
+func fitsItemType(itemType, value string) (bool, string) {
 	if value == "" {
 		return true, ""
 	}
 	switch itemType {
-	case ItemNumber:
+	case itemNumber:
 		if !jsonNumber.MatchString(strings.TrimSpace(value)) {
 			return false, fmt.Sprintf("%q is not a number", value)
 		}
-	case ItemBoolean:
+	case itemBoolean:
 		if value != "true" && value != "false" {
 			return false, fmt.Sprintf("%q is not true or false", value)
 		}
@@ -51,10 +51,10 @@ func FitsItemType(itemType, value string) (bool, string) {
 	return true, ""
 }
 
-// Lint checks a merged announcement (dynamic entries first, static from index
+// lint checks a merged announcement (dynamic entries first, static from index
 // firstStatic on) for what Argo CD accepts silently but shows differently from
 // what the author likely meant.
-func Lint(as []params.Announcement, firstStatic int) []Problem {
+func lint(as []params.Announcement, firstStatic int) []Problem {
 	problems := []Problem{}
 	add := func(i int, severity, format string, a ...any) {
 		name := ""
@@ -80,7 +80,7 @@ func Lint(as []params.Announcement, firstStatic int) []Problem {
 		v := params.EnvPrefix + params.Escape(a.Name)
 		byVar[v] = append(byVar[v], i)
 		switch a.ItemType {
-		case "", ItemString, ItemNumber, ItemBoolean:
+		case "", itemString, itemNumber, itemBoolean:
 		default:
 			add(i, "info", "itemType %q is free text to Argo CD; the playground types only number and boolean", a.ItemType)
 		}
@@ -112,7 +112,7 @@ func Lint(as []params.Announcement, firstStatic int) []Problem {
 func misfits(a params.Announcement) []string {
 	var out []string
 	check := func(where, v string) {
-		if ok, why := FitsItemType(a.ItemType, v); !ok {
+		if ok, why := fitsItemType(a.ItemType, v); !ok {
 			out = append(out, where+why)
 		}
 	}

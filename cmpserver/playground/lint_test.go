@@ -19,7 +19,7 @@ func TestLint(t *testing.T) {
 		{Name: "token", Required: true},                    // 7 static
 		{Name: "port", ItemType: "number", String: "8080"}, // 8 static
 	}
-	got := Lint(as, 3)
+	got := lint(as, 3)
 	want := []struct {
 		index    int
 		severity string
@@ -54,8 +54,8 @@ func TestFitsItemType(t *testing.T) {
 		{"boolean", "True", false}, {"boolean", "yes", false}, {"boolean", "1", false},
 		{"string", "anything", true}, {"", "x", true}, {"bytes", "x", true},
 	} {
-		if ok, why := FitsItemType(tc.itemType, tc.value); ok != tc.ok || (ok == (why != "")) {
-			t.Errorf("FitsItemType(%q, %q) = %v, %q", tc.itemType, tc.value, ok, why)
+		if ok, why := fitsItemType(tc.itemType, tc.value); ok != tc.ok || (ok == (why != "")) {
+			t.Errorf("fitsItemType(%q, %q) = %v, %q", tc.itemType, tc.value, ok, why)
 		}
 	}
 }

@@ -32,8 +32,8 @@ import (
 // DefaultListen is where the playground listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7777"
 
-// DefaultPollInterval is how often the app dir and plugin.yaml are checked.
-const DefaultPollInterval = 200 * time.Millisecond
+// defaultPollInterval is how often the app dir and plugin.yaml are checked.
+const defaultPollInterval = 200 * time.Millisecond
 
 // Options configure a playground.
 type Options struct {
@@ -56,7 +56,7 @@ type Options struct {
 	LogLevel, LogFormat string
 	Logger              *zap.Logger
 	// PollInterval is how often the app dir and plugin.yaml are checked for
-	// changes (default DefaultPollInterval).
+	// changes (default defaultPollInterval).
 	PollInterval time.Duration
 	// MaxShownBytes bounds the YAML of the manifests one generate answer
 	// carries (default 4 MiB); the rest is counted, not sent.
@@ -100,7 +100,7 @@ func New(opts Options) (*Server, error) {
 		opts.Env = os.Environ()
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = DefaultPollInterval
+		opts.PollInterval = defaultPollInterval
 	}
 	if opts.MaxShownBytes <= 0 {
 		opts.MaxShownBytes = 4 << 20
@@ -189,7 +189,7 @@ func (s *Server) request(p *pluginconfig.Plugin, env []string, onCommand func(co
 // refused, and with it the log warns that anyone who reaches the port can run
 // the plugin.
 func (s *Server) ListenAndServe(ctx context.Context, addr string, remoteAllowed bool) error {
-	loopback, err := CheckListen(addr)
+	loopback, err := checkListen(addr)
 	if err != nil {
 		return err
 	}
@@ -240,11 +240,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// CheckListen parses a listen address and reports whether it is loopback only.
+// checkListen parses a listen address and reports whether it is loopback only.
 // The host must be named: ":7777" listens on every interface, which is refused
 // as ambiguous, and a host name other than localhost is refused too, because
 // what it resolves to can change under the playground.
-func CheckListen(addr string) (loopback bool, err error) {
+func checkListen(addr string) (loopback bool, err error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false, fmt.Errorf("--listen %q: %w", addr, err)

@@ -129,7 +129,7 @@ func ErrorPrefix(rpc string) string {
 	return "error receiving stream"
 }
 
-// header reads the stream's first message, its metadata.
+// Header reads the stream's first message, its metadata.
 func (r *Receiver) Header() (*pluginpb.ManifestRequestMetadata, error) {
 	if err := r.stream.Context().Err(); err != nil {
 		return nil, fmt.Errorf("stream context error: %w", err)
@@ -151,7 +151,7 @@ func (r *Receiver) Header() (*pluginpb.ManifestRequestMetadata, error) {
 	return repo.Meta, nil
 }
 
-// body reads the tarball that follows meta to the end of the stream and
+// Body reads the tarball that follows meta to the end of the stream and
 // checks its checksum, unpacking it as it arrives as to says (nil: only read
 // and verify).
 func (r *Receiver) Body(meta *pluginpb.ManifestRequestMetadata, to *Target) (*Repo, error) {

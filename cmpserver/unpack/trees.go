@@ -264,7 +264,7 @@ func (tr *tree) remove() {
 	removeTree(tr.dir)
 }
 
-// removeAll removes every unused tree (at shutdown).
+// RemoveAll removes every unused tree (at shutdown).
 func (t *Trees) RemoveAll() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

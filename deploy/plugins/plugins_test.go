@@ -63,7 +63,7 @@ func buildAndRun(m *testing.M) (int, error) {
 	build := exec.CommandContext(ctx, "go", "build", "-o", cmpServer, "./cmd/cmp-server")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("building cmp-server: %v\n%s", err, out)
+		return 0, fmt.Errorf("building cmp-server: %w\n%s", err, out)
 	}
 	return m.Run(), nil
 }

@@ -111,7 +111,7 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 	cmd.Dir = b.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=-buildvcs=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build %s for %s/%s: %v\n%s", spec.Cmd, p.OS, p.Architecture, err, out)
+		return nil, fmt.Errorf("go build %s for %s/%s: %w\n%s", spec.Cmd, p.OS, p.Architecture, err, out)
 	}
 	base, err := baseLayer(b)
 	if err != nil {

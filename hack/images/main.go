@@ -84,7 +84,7 @@ func newBuildInfo(registry, version string) (buildInfo, error) {
 		AppVersion string `json:"appVersion"`
 	}
 	if err := yaml.Unmarshal(chart, &c); err != nil || c.AppVersion == "" {
-		return b, fmt.Errorf("charts/cmp-injector/Chart.yaml has no appVersion (%v)", err)
+		return b, fmt.Errorf("charts/cmp-injector/Chart.yaml has no appVersion (%w)", err)
 	}
 	b.Tag = c.AppVersion
 	if b.Pins, err = readPins(root); err != nil {

@@ -64,7 +64,7 @@ func buildTool(ctx context.Context, b buildInfo, t toolSpec, p v1.Platform) (bui
 	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags", t.ldflags(version), pkg+"@"+version)
 	cmd.Dir, cmd.Env = b.WorkDir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return builtTool{}, fmt.Errorf("%s for %s/%s: %v\n%s", how, p.OS, p.Architecture, err, out)
+		return builtTool{}, fmt.Errorf("%s for %s/%s: %w\n%s", how, p.OS, p.Architecture, err, out)
 	}
 	// A cross-compiled binary lands in bin/GOOS_GOARCH, a native one in bin.
 	for _, f := range []string{filepath.Join(gopath, "bin", p.OS+"_"+p.Architecture, t.Name), filepath.Join(gopath, "bin", t.Name)} {
@@ -83,7 +83,7 @@ func buildInModule(ctx context.Context, b buildInfo, t toolSpec, p v1.Platform, 
 	mod.Dir, mod.Env = dir, env
 	out, err := mod.CombinedOutput()
 	if err != nil {
-		return builtTool{}, fmt.Errorf("the %s tools module (%s): go list %s: %v\n%s", t.Name, t.Module, pkg, err, out)
+		return builtTool{}, fmt.Errorf("the %s tools module (%s): go list %s: %w\n%s", t.Name, t.Module, pkg, err, out)
 	}
 	if got := strings.TrimSpace(string(out)); got != version {
 		return builtTool{}, fmt.Errorf("the %s tools module (%s) requires %s, hack/versions.sh pins %s %s", t.Name, t.Module, got, t.VersionVar, version)
@@ -93,7 +93,7 @@ func buildInModule(ctx context.Context, b buildInfo, t toolSpec, p v1.Platform, 
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", t.ldflags(version), "-o", file, pkg)
 	cmd.Dir, cmd.Env = dir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return builtTool{}, fmt.Errorf("%s for %s/%s: %v\n%s", how, p.OS, p.Architecture, err, out)
+		return builtTool{}, fmt.Errorf("%s for %s/%s: %w\n%s", how, p.OS, p.Architecture, err, out)
 	}
 	return builtTool{File: file, How: how}, nil
 }

@@ -29,7 +29,7 @@ func ParseAnnouncements(out []byte) ([]Announcement, error) {
 	}
 	var as []Announcement
 	if err := json.Unmarshal(trimmed, &as); err != nil {
-		return nil, fmt.Errorf("dynamic parameters output is not a JSON array of parameter announcements (%v); it printed %s", err, quote(trimmed))
+		return nil, fmt.Errorf("dynamic parameters output is not a JSON array of parameter announcements (%w); it printed %s", err, quote(trimmed))
 	}
 	for i := range as {
 		if err := ValidateAnnouncement(as[i]); err != nil {

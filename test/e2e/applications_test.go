@@ -471,7 +471,7 @@ func applicationCases(t *testing.T, w *wholeArgo, rel harness.ArgoRelease) {
 				Username string `json:"username"`
 			}
 			err := w.argo.API(http.MethodGet, "/api/v1/repositories/"+url.QueryEscape(w.repoURL), nil, &repo)
-			return err == nil && repo.Username == w.user, fmt.Errorf("repository %s: %+v %v", w.repoURL, repo, err)
+			return err == nil && repo.Username == w.user, fmt.Errorf("repository %s: %+v %w", w.repoURL, repo, err)
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -235,7 +235,7 @@ func TestRealChain(t *testing.T) {
 		err = harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 			pods, err := c.ListPods(chainNS, harness.RepoServerSelector)
 			if err != nil || len(pods) == 0 {
-				return false, fmt.Errorf("%d pods: %v", len(pods), err)
+				return false, fmt.Errorf("%d pods: %w", len(pods), err)
 			}
 			for _, p := range pods {
 				if st := status(t, &p); st.Revision != "chain-2" {

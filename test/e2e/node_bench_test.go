@@ -264,7 +264,7 @@ func (b *nodeBench) remove(pods ...*corev1.Pod) {
 			if errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound {
 				return true, nil
 			}
-			return false, fmt.Errorf("pod %s still exists (%v)", p.Name, err)
+			return false, fmt.Errorf("pod %s still exists (%w)", p.Name, err)
 		})
 		if err != nil {
 			b.t.Fatal(err)

@@ -132,7 +132,7 @@ func checkStartOrder(t *testing.T, node *harness.Node) {
 				}
 				if err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 					_, err := c.GetPod(chainNS, created.Name)
-					return err != nil && strings.Contains(err.Error(), "404"), fmt.Errorf("pod %s still exists: %v", created.Name, err)
+					return err != nil && strings.Contains(err.Error(), "404"), fmt.Errorf("pod %s still exists: %w", created.Name, err)
 				}); err != nil {
 					t.Fatal(err)
 				}

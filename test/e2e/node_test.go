@@ -382,7 +382,7 @@ func checkLiveReload(t *testing.T, node *harness.Node, chart *harness.ChartInsta
 	patched := start.Sub(upgraded)
 	if err := harness.Eventually(60*time.Second, 20*time.Millisecond, func() (bool, error) {
 		b, err := os.ReadFile(file)
-		return err == nil && string(b) == want, fmt.Errorf("plugin.yaml not re-projected yet: %v", err)
+		return err == nil && string(b) == want, fmt.Errorf("plugin.yaml not re-projected yet: %w", err)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestOperatorRepoServer(t *testing.T) {
 			var v map[string]any
 			err := admin.Get(crPath+"/"+name, &v)
 			var apiErr *harness.APIError
-			return errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound, fmt.Errorf("ArgoCD %s still there: %v", name, err)
+			return errors.As(err, &apiErr) && apiErr.Code == http.StatusNotFound, fmt.Errorf("ArgoCD %s still there: %w", name, err)
 		})
 	})
 
@@ -108,7 +108,7 @@ func TestOperatorRepoServer(t *testing.T) {
 		}
 		dep = appsv1.Deployment{}
 		err := admin.Get(depPath, &dep)
-		return err == nil, fmt.Errorf("no Deployment %s yet: %v", depName, err)
+		return err == nil, fmt.Errorf("no Deployment %s yet: %w", depName, err)
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, lastLines(op.Output(), 40))
@@ -269,7 +269,7 @@ func operatorReconcile(t *testing.T, op *harness.Operator, ns, crPath string) {
 			return false, werr
 		}
 		_, finished, err := op.Reconciles(ns)
-		return err == nil && finished >= started+1, fmt.Errorf("%v reconciles finished, waiting for the %vth (%v)", finished, started+1, err)
+		return err == nil && finished >= started+1, fmt.Errorf("%v reconciles finished, waiting for the %vth (%w)", finished, started+1, err)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +336,7 @@ func deepCopyMap(t *testing.T, m map[string]any) map[string]any {
 func opExited(op *harness.Operator) (bool, error) {
 	done, err := op.Exited()
 	if done {
-		return true, fmt.Errorf("argocd-operator exited: %v\n%s", err, lastLines(op.Output(), 40))
+		return true, fmt.Errorf("argocd-operator exited: %w\n%s", err, lastLines(op.Output(), 40))
 	}
 	return false, nil
 }

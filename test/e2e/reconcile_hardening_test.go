@@ -193,7 +193,7 @@ func TestRolloutRefusesUnprovenOwner(t *testing.T) {
 	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 		pods, err := c.ListPods(ns, "app=victim-db")
 		if err != nil || len(pods) != 1 || metav1.GetControllerOf(&pods[0]) == nil {
-			return false, fmt.Errorf("%d victim-db pods: %v", len(pods), err)
+			return false, fmt.Errorf("%d victim-db pods: %w", len(pods), err)
 		}
 		victimPod = pods[0]
 		return true, nil

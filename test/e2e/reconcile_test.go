@@ -107,7 +107,7 @@ func repoServerDeployment(t *testing.T, ns string) (*appsv1.Deployment, *corev1.
 	err := harness.Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 		pods, err := c.ListPods(ns, "app=repo-server")
 		if err != nil || len(pods) != 1 {
-			return false, fmt.Errorf("%d pods: %v", len(pods), err)
+			return false, fmt.Errorf("%d pods: %w", len(pods), err)
 		}
 		stored = &pods[0]
 		return true, nil
@@ -200,7 +200,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 	err = harness.Eventually(30*time.Second, 10*time.Millisecond, func() (bool, error) {
 		out, err := generate()
 		after = out
-		return err == nil && strings.Contains(out, newMessage), fmt.Errorf("old output (err %v)", err)
+		return err == nil && strings.Contains(out, newMessage), fmt.Errorf("old output (err %w)", err)
 	})
 	if err != nil {
 		t.Fatalf("the sidecar never served the new config: %v\n%s", err, lastLines(sidecar.Output(), 30))
@@ -280,7 +280,7 @@ func TestCatalogChangesReachRunningPods(t *testing.T) {
 		var p *corev1.Pod
 		err = harness.Eventually(10*time.Second, 50*time.Millisecond, func() (bool, error) {
 			p, err = c.GetPod(ns, stored.Name)
-			return err == nil && len(status(t, p).Stale) > 0, fmt.Errorf("status not stale: %v", err)
+			return err == nil && len(status(t, p).Stale) > 0, fmt.Errorf("status not stale: %w", err)
 		})
 		if err != nil {
 			t.Fatal(err)

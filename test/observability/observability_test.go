@@ -234,7 +234,7 @@ func scrapeServer(t *testing.T, bin string) map[string]bool {
 	sock := filepath.Join(sockets, "obs.sock")
 	if err := harness.Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		_, err := os.Stat(sock)
-		return err == nil, fmt.Errorf("no socket yet: %v\n%s", err, p.Output())
+		return err == nil, fmt.Errorf("no socket yet: %w\n%s", err, p.Output())
 	}); err != nil {
 		t.Fatal(err)
 	}

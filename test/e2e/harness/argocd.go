@@ -187,7 +187,7 @@ func BootRepoServer(c *Client, pod *corev1.Pod, rel ArgoRelease, cmpServer, root
 	err = Eventually(60*time.Second, 100*time.Millisecond, func() (bool, error) {
 		for _, p := range booted.Processes() {
 			if done, werr := p.Exited(); done {
-				return false, Final(fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000)))
+				return false, Final(fmt.Errorf("container %s exited: %w\n%s", p.Name, werr, tail(p.Output(), 4000)))
 			}
 		}
 		resp, err := http.Get(health)
@@ -327,7 +327,7 @@ func (n *Node) StartRedis(dir, password string) (*Redis, error) {
 func (r *Redis) waitReady(addr, password string) error {
 	err := Eventually(20*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := r.proc.Exited(); done {
-			return false, Final(fmt.Errorf("redis-server exited: %v\n%s", werr, r.proc.Output()))
+			return false, Final(fmt.Errorf("redis-server exited: %w\n%s", werr, r.proc.Output()))
 		}
 		return r.ping(addr, password)
 	})
@@ -350,7 +350,7 @@ func (r *Redis) ping(addr, password string) (bool, error) {
 	rd := bufio.NewReader(conn)
 	auth, _ := rd.ReadString('\n')
 	pong, err := rd.ReadString('\n')
-	return strings.HasPrefix(pong, "+PONG"), fmt.Errorf("redis: AUTH %q PING %q %v", strings.TrimSpace(auth), strings.TrimSpace(pong), err)
+	return strings.HasPrefix(pong, "+PONG"), fmt.Errorf("redis: AUTH %q PING %q %w", strings.TrimSpace(auth), strings.TrimSpace(pong), err)
 }
 
 // Stop ends redis-server.
@@ -375,7 +375,7 @@ func GitRepo(dir string, srcs ...string) (url, commit string, err error) {
 			"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+			return "", fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 		return strings.TrimSpace(string(out)), nil
 	}

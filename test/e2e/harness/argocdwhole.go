@@ -58,9 +58,9 @@ func ArgoSource(rel ArgoRelease) (string, error) {
 	if jerr := json.Unmarshal(out, &info); jerr != nil || info.Dir == "" {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return "", fmt.Errorf("go mod download %s: %v %s\n%s", mod, err, info.Error, exit.Stderr)
+			return "", fmt.Errorf("go mod download %s: %w %s\n%s", mod, err, info.Error, exit.Stderr)
 		}
-		return "", fmt.Errorf("go mod download %s: %v %s", mod, err, info.Error)
+		return "", fmt.Errorf("go mod download %s: %w %s", mod, err, info.Error)
 	}
 	return info.Dir, nil
 }
@@ -234,7 +234,7 @@ func StartArgoCD(c *Client, rel ArgoRelease, o ArgoServerOptions, logTo io.Write
 	err = Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
 		data, found, err := c.SecretData(ns, "argocd-initial-admin-secret")
 		if err != nil || !found {
-			return false, fmt.Errorf("argocd-initial-admin-secret: found %v, %v", found, err)
+			return false, fmt.Errorf("argocd-initial-admin-secret: found %v, %w", found, err)
 		}
 		password = string(data["password"])
 		return password != "", errors.New("argocd-initial-admin-secret has no password")
@@ -256,7 +256,7 @@ func StartArgoCD(c *Client, rel ArgoRelease, o ArgoServerOptions, logTo io.Write
 		} `json:"users"`
 	}
 	if err := yaml.Unmarshal(b, &cfg); err != nil || len(cfg.Users) == 0 || cfg.Users[0].AuthToken == "" {
-		return nil, fmt.Errorf("the CLI's config %s holds no session token: %v", a.cliConfig(), err)
+		return nil, fmt.Errorf("the CLI's config %s holds no session token: %w", a.cliConfig(), err)
 	}
 	a.token = cfg.Users[0].AuthToken
 	return a, nil
@@ -272,7 +272,7 @@ func (a *ArgoCD) CLI(args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("argocd %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		return stdout.String(), fmt.Errorf("argocd %s: %w\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
 	return stdout.String(), nil
 }
@@ -321,7 +321,7 @@ func (a *ArgoCD) Exited() error {
 			continue
 		}
 		if done, err := p.Exited(); done {
-			return fmt.Errorf("%s exited: %v\n%s", p.Name, err, tail(p.Output(), 4000))
+			return fmt.Errorf("%s exited: %w\n%s", p.Name, err, tail(p.Output(), 4000))
 		}
 	}
 	return nil

@@ -222,7 +222,7 @@ func (cp *ControlPlane) InstallChart(injectorBin, root string, logTo io.Writer, 
 	}
 	var secret corev1.Secret
 	if err := yaml.UnmarshalStrict(secretYAML, &secret); err != nil {
-		return nil, fmt.Errorf("cmp-injector certs printed no Secret: %v\n%s", err, secretYAML)
+		return nil, fmt.Errorf("cmp-injector certs printed no Secret: %w\n%s", err, secretYAML)
 	}
 	if err := c.CreateNamespace(InjectorNamespace, nil); err != nil {
 		return nil, err

@@ -103,7 +103,7 @@ func (cp *ControlPlane) startControllerManager(saKey string, logTo io.Writer) er
 	// kubeconfig: give it the time its own start takes to say so.
 	time.Sleep(500 * time.Millisecond)
 	if done, werr := cp.controllers.Exited(); done {
-		return fmt.Errorf("kube-controller-manager exited: %v\n%s", werr, tail(cp.controllers.Output(), 4000))
+		return fmt.Errorf("kube-controller-manager exited: %w\n%s", werr, tail(cp.controllers.Output(), 4000))
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	}
 	if err := Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := cp.etcd.Exited(); done {
-			return false, Final(fmt.Errorf("etcd exited: %v\n%s", werr, cp.etcd.Output()))
+			return false, Final(fmt.Errorf("etcd exited: %w\n%s", werr, cp.etcd.Output()))
 		}
 		resp, err := http.Get(client + "/health")
 		if err != nil {
@@ -126,7 +126,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	hc := cp.HTTPClient()
 	if err := Eventually(90*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := cp.apiserver.Exited(); done {
-			return false, Final(fmt.Errorf("kube-apiserver exited: %v\n%s", werr, tail(cp.apiserver.Output(), 4000)))
+			return false, Final(fmt.Errorf("kube-apiserver exited: %w\n%s", werr, tail(cp.apiserver.Output(), 4000)))
 		}
 		req, _ := http.NewRequest("GET", cp.URL+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+cp.Token)

@@ -41,7 +41,7 @@ func (h *Helm) Run(args ...string) (string, error) {
 		"HELM_DATA_HOME="+filepath.Join(h.Home, "data"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
 }

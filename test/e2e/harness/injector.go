@@ -72,7 +72,7 @@ func RunCerts(bin, outDir, caDir string, extra ...string) error {
 	cmd := exec.Command(bin, append([]string{"certs", "--service", "cmp-injector", "--namespace", "cmp-injector",
 		"--ip", "127.0.0.1", "--ip", "0.0.0.0", "--validity", "24h", "--out-dir", outDir, "--ca-dir", caDir}, extra...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("cmp-injector certs: %v\n%s", err, out)
+		return fmt.Errorf("cmp-injector certs: %w\n%s", err, out)
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("helm template: %v\n%s", err, ee.Stderr)
+			return nil, fmt.Errorf("helm template: %w\n%s", err, ee.Stderr)
 		}
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func StartSimulatedNode(c *Client, kubeconfig, name, dir string, logTo io.Writer
 	}
 	err = Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		if done, werr := n.proc.Exited(); done {
-			return false, Final(fmt.Errorf("kwok exited: %v\n%s", werr, tail(n.proc.Output(), 4000)))
+			return false, Final(fmt.Errorf("kwok exited: %w\n%s", werr, tail(n.proc.Output(), 4000)))
 		}
 		var got corev1.Node
 		if err := c.Get("/api/v1/nodes/"+name, &got); err != nil {

@@ -130,7 +130,7 @@ func (n *Node) run(what string, argv ...string) error {
 	full := n.ns.enter(false, argv...)
 	out, err := exec.CommandContext(ctx, full[0], full[1:]...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("node %s (%s): %v\n%s", what, strings.Join(argv, " "), err, out)
+		return fmt.Errorf("node %s (%s): %w\n%s", what, strings.Join(argv, " "), err, out)
 	}
 	return nil
 }
@@ -183,10 +183,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 	}
 	return Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, werr := n.containerd.Exited(); done {
-			return false, Final(fmt.Errorf("containerd exited: %v\n%s", werr, tail(n.containerd.Output(), 4000)))
+			return false, Final(fmt.Errorf("containerd exited: %w\n%s", werr, tail(n.containerd.Output(), 4000)))
 		}
 		err := exec.Command("ctr", "-a", n.Socket, "version").Run()
-		return err == nil, fmt.Errorf("containerd not answering on %s: %v", n.Socket, err)
+		return err == nil, fmt.Errorf("containerd not answering on %s: %w", n.Socket, err)
 	})
 }
 
@@ -249,7 +249,7 @@ syncFrequency: 5s
 	c := n.cp.Client()
 	return Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
 		if done, werr := n.kubelet.Exited(); done {
-			return false, Final(fmt.Errorf("kubelet exited: %v\n%s", werr, tail(n.kubelet.Output(), 6000)))
+			return false, Final(fmt.Errorf("kubelet exited: %w\n%s", werr, tail(n.kubelet.Output(), 6000)))
 		}
 		var node corev1.Node
 		if err := c.Get("/api/v1/nodes/"+n.Name, &node); err != nil {

@@ -77,7 +77,7 @@ func RestoreLeftovers() error {
 		}
 		var r nodeRecord
 		if err := json.Unmarshal(b, &r); err != nil || r.CgroupRoot == "" {
-			errs = append(errs, fmt.Errorf("unreadable node record %s: %v", f, err))
+			errs = append(errs, fmt.Errorf("unreadable node record %s: %w", f, err))
 			continue
 		}
 		if r.PID > 0 && syscall.Kill(r.PID, 0) == nil && r.PID != os.Getpid() {

@@ -90,7 +90,7 @@ func buildTestImage(ctx context.Context, dir string, kind ImageKind, argo ArgoRe
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, berr := cmd.CombinedOutput(); berr != nil {
-			return nil, fmt.Errorf("go build ./test/e2e/cmd/pause: %v\n%s", berr, out)
+			return nil, fmt.Errorf("go build ./test/e2e/cmd/pause: %w\n%s", berr, out)
 		}
 		files, err = hostFiles(map[string]string{"pause": bin})
 		cfg.Entrypoint = []string{"/pause"}
@@ -279,7 +279,7 @@ func BuildProductImages(ctx context.Context, dir string) ([]string, error) {
 	cmd := exec.CommandContext(ctx, "go", "run", "./hack/images", "--out", dir, "--platform", "linux/amd64")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go run ./hack/images: %v\n%s", err, out)
+		return nil, fmt.Errorf("go run ./hack/images: %w\n%s", err, out)
 	}
 	archives, err := filepath.Glob(filepath.Join(dir, "*-linux-amd64.tar"))
 	if err == nil && len(archives) == 0 {

@@ -51,7 +51,7 @@ func startNodeNS(dir string, logTo io.Writer) (*nodeNS, error) {
 	ns := &nodeNS{holder: holder, dir: dir}
 	err = Eventually(10*time.Second, 20*time.Millisecond, func() (bool, error) {
 		if done, werr := holder.Exited(); done {
-			return false, fmt.Errorf("creating the node's namespaces failed: %v\n%s", werr, holder.Output())
+			return false, fmt.Errorf("creating the node's namespaces failed: %w\n%s", werr, holder.Output())
 		}
 		return strings.Contains(holder.Output(), "namespace-ready"), nil
 	})

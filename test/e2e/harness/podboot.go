@@ -132,7 +132,7 @@ func BootPod(pod *corev1.Pod, o BootOptions) (*BootedPod, error) {
 			return nil, err
 		}
 		if err := p.Wait(60 * time.Second); err != nil {
-			return nil, fmt.Errorf("init container %s: %v\n%s", c.Name, err, p.Output())
+			return nil, fmt.Errorf("init container %s: %w\n%s", c.Name, err, p.Output())
 		}
 	}
 	for _, c := range pod.Spec.Containers {
@@ -187,7 +187,7 @@ func (b *BootedPod) postStart(c corev1.Container) error {
 		return nil
 	}
 	if out, err := b.Exec(b.pod, c.Name, c.Lifecycle.PostStart.Exec.Command); err != nil {
-		return fmt.Errorf("container %s: postStart hook failed: %v: %s", c.Name, err, out)
+		return fmt.Errorf("container %s: postStart hook failed: %w: %s", c.Name, err, out)
 	}
 	return nil
 }
@@ -205,7 +205,7 @@ func (b *BootedPod) waitStartup(c corev1.Container) error {
 	err := Eventually(budget, period/4, func() (bool, error) {
 		out, err := b.Exec(b.pod, c.Name, pr.Exec.Command)
 		if err != nil {
-			last = fmt.Errorf("%v: %s", err, out)
+			last = fmt.Errorf("%w: %s", err, out)
 		}
 		return err == nil, last
 	})

@@ -87,7 +87,7 @@ func (p *Process) Wait(timeout time.Duration) error {
 func (p *Process) WaitHTTPOK(name, url string, timeout, every time.Duration) error {
 	return Eventually(timeout, every, func() (bool, error) {
 		if done, werr := p.Exited(); done {
-			return false, Final(fmt.Errorf("%s exited: %v\n%s", name, werr, tail(p.Output(), 4000)))
+			return false, Final(fmt.Errorf("%s exited: %w\n%s", name, werr, tail(p.Output(), 4000)))
 		}
 		resp, err := http.Get(url)
 		if err != nil {
@@ -163,7 +163,7 @@ func BuildBinaries(ctx context.Context, dir string, cmds ...string) (map[string]
 		b.Dir = root
 		b.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if msg, err := b.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/%s: %v\n%s", c, err, msg)
+			return nil, fmt.Errorf("go build ./cmd/%s: %w\n%s", c, err, msg)
 		}
 		out[c] = dst
 	}

@@ -98,7 +98,7 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	raw := pod.Annotations[keys.StatusAnnotation]
 	var st inject.Status
 	if err := json.Unmarshal([]byte(raw), &st); err != nil || raw == "" {
-		return nil, "", fmt.Errorf("pod has no readable %s annotation: %v", keys.StatusAnnotation, err)
+		return nil, "", fmt.Errorf("pod has no readable %s annotation: %w", keys.StatusAnnotation, err)
 	}
 	for _, n := range append(st.Containers, st.InitContainers...) {
 		owned[n] = true
@@ -132,7 +132,7 @@ func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ W
 	err = Eventually(30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		for _, p := range b.Processes() {
 			if done, werr := p.Exited(); done {
-				return false, Final(fmt.Errorf("container %s exited: %v\n%s", p.Name, werr, tail(p.Output(), 4000)))
+				return false, Final(fmt.Errorf("container %s exited: %w\n%s", p.Name, werr, tail(p.Output(), 4000)))
 			}
 		}
 		entries, err := os.ReadDir(sockets)

@@ -52,7 +52,7 @@ func (s *stack) startGitServer() error {
 	s.git = append(s.git, p)
 	if err := harness.Eventually(10*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, err := p.Exited(); done {
-			return false, harness.Final(fmt.Errorf("fcgiwrap exited: %v\n%s", err, p.Output()))
+			return false, harness.Final(fmt.Errorf("fcgiwrap exited: %w\n%s", err, p.Output()))
 		}
 		_, err := os.Stat(sock)
 		return err == nil, err
@@ -190,7 +190,7 @@ func gitHTTPBackend() (string, error) {
 func waitTCP(p *harness.Process, name string, port int) error {
 	return harness.Eventually(15*time.Second, 50*time.Millisecond, func() (bool, error) {
 		if done, err := p.Exited(); done {
-			return false, harness.Final(fmt.Errorf("%s exited: %v\n%s", name, err, lastLines(p.Output(), 30)))
+			return false, harness.Final(fmt.Errorf("%s exited: %w\n%s", name, err, lastLines(p.Output(), 30)))
 		}
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 		if err != nil {

@@ -78,10 +78,10 @@ func startStack(ctx context.Context, root, work, src string, rel harness.ArgoRel
 		return s, err
 	}
 	if out, err := exec.Command("cp", "-R", filepath.Join(src, "test"), s.src).CombinedOutput(); err != nil {
-		return s, fmt.Errorf("copy Argo CD's test dir: %v\n%s", err, out)
+		return s, fmt.Errorf("copy Argo CD's test dir: %w\n%s", err, out)
 	}
 	if out, err := exec.Command("chmod", "-R", "u+w", s.src).CombinedOutput(); err != nil {
-		return s, fmt.Errorf("chmod: %v\n%s", err, out)
+		return s, fmt.Errorf("chmod: %w\n%s", err, out)
 	}
 	if err := restoreZipLosses(s.src); err != nil {
 		return s, err

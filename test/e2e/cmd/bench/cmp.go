@@ -370,7 +370,7 @@ func (r *cmpServer) drive(o options, sc scenario, repoRoot string, apps []string
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
 	if err := c.Run(); err != nil {
-		return nil, nil, fmt.Errorf("cmpbench: %v\n%s\nserver log:\n%s", err, errb.String(), r.proc.logTail())
+		return nil, nil, fmt.Errorf("cmpbench: %w\n%s\nserver log:\n%s", err, errb.String(), r.proc.logTail())
 	}
 	lines := bufio.NewScanner(&out)
 	for lines.Scan() {
@@ -489,7 +489,7 @@ func genRepo(root string, files, apps int) (float64, error) {
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com",
 			"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+			return 0, fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	return float64(files*size) / 1e6, nil

@@ -58,7 +58,7 @@ func (f unpackFloor) run(tarball, dir string) (wallMs, cpuMs float64, err error)
 	out, err := cmd.CombinedOutput()
 	wall := time.Since(start)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %v\n%s", f.name, err, tail(string(out), 2000))
+		return 0, 0, fmt.Errorf("%s: %w\n%s", f.name, err, tail(string(out), 2000))
 	}
 	st := cmd.ProcessState
 	return float64(wall.Microseconds()) / 1000, float64((st.UserTime() + st.SystemTime()).Microseconds()) / 1000, nil

@@ -56,7 +56,7 @@ func runWebhook(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	if out, err := exec.Command(o.injectors[0].path, "certs", "--service", "bench", "--namespace", "default", "--out-dir", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("certs: %v\n%s", err, out)
+		return fmt.Errorf("certs: %w\n%s", err, out)
 	}
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	catalog := filepath.Join(root, "deploy", "plugins", "catalog.yaml")
@@ -96,7 +96,7 @@ func runWebhook(o options) error {
 	// injector's size shows what that size alone costs.
 	ours, err := responseSize(targets[1].url+"/mutate", small)
 	if err != nil {
-		return fmt.Errorf("%s: %v", targets[1].name, err)
+		return fmt.Errorf("%s: %w", targets[1].name, err)
 	}
 	sized := &target{name: "floor+resp", argv: []string{self, "floor", "--cert", cert, "--key", key, "--response-bytes", strconv.Itoa(ours)}, floor: true}
 	targets = append([]*target{targets[0], sized}, targets[1:]...)
@@ -125,7 +125,7 @@ func runWebhook(o options) error {
 				for _, t := range targets {
 					r, err := load(self, t.url+"/mutate", l.body, p, l.clients, o.webhookFor)
 					if err != nil {
-						return fmt.Errorf("%s %s %s: %v", t.name, p, l.label, err)
+						return fmt.Errorf("%s %s %s: %w", t.name, p, l.label, err)
 					}
 					k := cell{p, t.name, l.label}
 					runs[k] = append(runs[k], r)
@@ -195,7 +195,7 @@ func (t *target) start(dir string) error {
 	t.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	if err := waitReady(t.url + "/readyz"); err != nil {
 		t.proc.stop()
-		return fmt.Errorf("%s: %v\n%s", t.name, err, t.proc.logTail())
+		return fmt.Errorf("%s: %w\n%s", t.name, err, t.proc.logTail())
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func waitReady(url string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after 30s: %v", err)
+			return fmt.Errorf("not ready after 30s: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -279,7 +279,7 @@ func load(self, url, body, proto string, c int, d time.Duration) (loadResult, er
 		if errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
-		return loadResult{}, fmt.Errorf("%v %s", err, stderr)
+		return loadResult{}, fmt.Errorf("%w %s", err, stderr)
 	}
 	var r loadResult
 	err = json.Unmarshal(out, &r)
