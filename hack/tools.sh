@@ -47,8 +47,10 @@ link() { ln -sfn "$2/$1" "$BIN/$1"; }
 # unless the binary (and every FILE the build also installs) is already there; the
 # build writes to a temp dir first so an interrupted build never leaves a
 # half-written binary that a later run would trust.
+# A build whose flags change without its version (BUILD_KEY set for the call)
+# gets a cache dir of its own.
 cached() {
-  local name=$1 version=$2 build=$3 dir="$CACHE/$1-$2" f missing=""
+  local name=$1 version=$2 build=$3 dir="$CACHE/$1-$2${BUILD_KEY:+-$BUILD_KEY}" f missing=""
   shift 3
   for f in "$name" "$@"; do [ -x "$dir/$f" ] || missing=1; done
   if [ -n "$missing" ]; then
@@ -66,9 +68,11 @@ cached() {
 
 # helm and kustomize go into plugin images too: hack/images builds them with the
 # same flags (its toolSpec), and TestToolBuildsMatchToolsSh keeps the two equal.
+# The -X flags are helm's own release build's (its Makefile), but for the git
+# commit and tree state, which a module from the proxy does not carry.
 build_helm() {
   GOBIN=$1 go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$2" \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$2 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$HELM_KUBE_MAJOR -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$HELM_KUBE_MINOR -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$HELM_KUBE_MAJOR -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$HELM_KUBE_MINOR" \
     "$HELM_PKG@$2"
 }
 build_protoc_gen_go() { GOBIN=$1 go install -trimpath "google.golang.org/protobuf/cmd/protoc-gen-go@$2"; }
@@ -368,7 +372,7 @@ apt_get() {
 
 one() {
   case $1 in
-  helm) cached helm "$HELM_VERSION" build_helm ;;
+  helm) BUILD_KEY="kube$HELM_KUBE_MAJOR.$HELM_KUBE_MINOR" cached helm "$HELM_VERSION" build_helm ;;
   protoc) apt_install protoc protobuf-compiler /usr/include/google/protobuf/empty.proto ;;
   redis-server) apt_install redis-server redis-server ;;
   # The playground's browser test drives it headless (make browser).

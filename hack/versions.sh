@@ -55,6 +55,13 @@ AGE_VERSION=v1.3.1
 # Kustomize in the tests).
 HELM_PKG=helm.sh/helm/v3/cmd/helm
 HELM_VERSION=v3.22.0
+# The Kubernetes version helm assumes without a cluster (helm template with no
+# --kube-version, kustomize's helm inflator): helm's release build sets it with
+# -X from the k8s.io/client-go its go.mod requires (v0.37.0 → 1.37); without it
+# helm assumes v1.20 and refuses charts with a newer kubeVersion constraint.
+# TestHelmKubeVersionPin checks it against the pinned helm's go.mod.
+HELM_KUBE_MAJOR=1
+HELM_KUBE_MINOR=37
 KUSTOMIZE_PKG=sigs.k8s.io/kustomize/kustomize/v5
 KUSTOMIZE_VERSION=v5.8.2
 # helmfile (the helmfile plugin; vals, which resolves its ref+vault:// values, is

@@ -52,12 +52,24 @@ type toolSpec struct {
 	// ldflags hack/tools.sh builds the tool with.
 	Strip         bool
 	VersionSymbol string
-	License       string // SPDX expression of the tool's licence
+	// PinSymbols are more -X flags, each set to a hack/versions.sh variable.
+	PinSymbols []pinSymbol
+	License    string // SPDX expression of the tool's licence
 }
 
-// helm is in two images (cmp-helm, cmp-kustomize for kustomize's helmCharts).
+// pinSymbol is one -X flag whose value hack/versions.sh pins.
+type pinSymbol struct{ Symbol, Var string }
+
+// helm is in two images (cmp-helm, cmp-kustomize for kustomize's helmCharts),
+// built with its release build's Kubernetes version (hack/versions.sh).
 var helmTool = toolSpec{Name: "helm", PkgVar: "HELM_PKG", VersionVar: "HELM_VERSION", Strip: true,
-	VersionSymbol: "helm.sh/helm/v3/internal/version.version", License: "Apache-2.0"}
+	VersionSymbol: "helm.sh/helm/v3/internal/version.version", License: "Apache-2.0",
+	PinSymbols: []pinSymbol{
+		{"helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor", "HELM_KUBE_MAJOR"},
+		{"helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor", "HELM_KUBE_MINOR"},
+		{"helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor", "HELM_KUBE_MAJOR"},
+		{"helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor", "HELM_KUBE_MINOR"},
+	}}
 
 var specs = []imageSpec{
 	{Name: "cmp-injector", Cmd: "./cmd/cmp-injector", Bin: "cmp-injector", User: "65532:65532"},

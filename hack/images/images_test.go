@@ -287,7 +287,7 @@ func TestToolBuildsMatchToolsSh(t *testing.T) {
 			} else {
 				want = append(want, "go install -trimpath", `"$`+tool.PkgVar+`@$2"`)
 			}
-			if flags := tool.ldflags("$2"); flags != "" {
+			if flags := tool.ldflags("$2", func(name string) string { return "$" + name }); flags != "" {
 				if !strings.Contains(body, `-ldflags "`+flags+`"`) && !strings.Contains(body, `-ldflags '`+flags+`'`) {
 					want = append(want, "-ldflags '"+flags+"'")
 				}

@@ -28,8 +28,9 @@ func (b buildInfo) pin(t toolSpec) (pkg, version string) {
 	return pkg, b.Pins[t.VersionVar]
 }
 
-// ldflags are the linker flags hack/tools.sh gives the tool.
-func (t toolSpec) ldflags(version string) string {
+// ldflags are the linker flags hack/tools.sh gives the tool; pin gives
+// each PinSymbols variable's value (hack/tools.sh's is "$NAME").
+func (t toolSpec) ldflags(version string, pin func(name string) string) string {
 	var f []string
 	if t.Strip {
 		f = append(f, "-s", "-w")
@@ -37,8 +38,14 @@ func (t toolSpec) ldflags(version string) string {
 	if t.VersionSymbol != "" {
 		f = append(f, "-X", t.VersionSymbol+"="+version)
 	}
+	for _, s := range t.PinSymbols {
+		f = append(f, "-X", s.Symbol+"="+pin(s.Var))
+	}
 	return strings.Join(f, " ")
 }
+
+// pinOf reads hack/versions.sh's variables for ldflags.
+func (b buildInfo) pinOf(name string) string { return b.Pins[name] }
 
 // buildTool builds a plugin image's tool for p from the Go module proxy, as
 // hack/tools.sh does for bin/ (-trimpath and the same ldflags): go install
@@ -61,7 +68,7 @@ func buildTool(ctx context.Context, b buildInfo, t toolSpec, p v1.Platform) (bui
 		return buildInModule(ctx, b, t, p, pkg, version, env)
 	}
 	how := "go install " + pkg + "@" + version
-	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags", t.ldflags(version), pkg+"@"+version)
+	cmd := exec.CommandContext(ctx, "go", "install", "-trimpath", "-ldflags", t.ldflags(version, b.pinOf), pkg+"@"+version)
 	cmd.Dir, cmd.Env = b.WorkDir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return builtTool{}, fmt.Errorf("%s for %s/%s: %w\n%s", how, p.OS, p.Architecture, err, out)
@@ -90,7 +97,7 @@ func buildInModule(ctx context.Context, b buildInfo, t toolSpec, p v1.Platform, 
 	}
 	file := filepath.Join(b.WorkDir, "tools-"+p.Architecture, t.Name)
 	how := "go build " + pkg + " in " + t.Module + " (" + version + ")"
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", t.ldflags(version), "-o", file, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", t.ldflags(version, b.pinOf), "-o", file, pkg)
 	cmd.Dir, cmd.Env = dir, env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return builtTool{}, fmt.Errorf("%s for %s/%s: %w\n%s", how, p.OS, p.Architecture, err, out)
