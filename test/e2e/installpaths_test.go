@@ -123,19 +123,19 @@ func TestInstallPathWorkloads(t *testing.T) {
 // copy container running as that UID, and a pod that sets none gets injected
 // containers that set none either, as the real API server stores them.
 func TestOpenShiftAssignedUIDs(t *testing.T) {
-	var cat map[string]any
-	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{"*": {"helm"}}), &cat); err != nil {
-		t.Fatal(err)
-	}
-	defaults := cat["defaults"].(map[string]any)
-	delete(defaults, "runAsUser")
-	defaults["runAsUserPolicy"] = "Assigned"
-	b, err := yaml.Marshal(cat)
+	// The catalog the README's OpenShift install renders, in the namespace it
+	// enables.
+	repo := harness.MustRepoRoot(t)
+	b, err := harness.RenderCatalog(filepath.Join(repo, "charts", "cmp-injector"), kubeVersion(),
+		"-f", filepath.Join(repo, "deploy", "openshift", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	startInjector(t, b)
-	ns := newNamespace(t, "scc", enabledNS)
+	ns := "openshift-gitops"
+	if err := env.cp.Client().CreateNamespace(ns, enabledNS); err != nil {
+		t.Fatal(err)
+	}
 	waitActive(t, ns)
 	admin := env.cp.Client()
 

@@ -79,9 +79,10 @@ NOTES.txt says which it was.
 {{- /* The injector refuses a catalog whose namespaces name a plugin it does not
 define, and would never become ready; say it here, in the injector's words. */}}
 {{- $known := keys $plugins | sortAlpha }}
-{{- range $ns := keys .Values.catalog.namespaces | sortAlpha }}
+{{- $namespaces := include "cmp-injector.namespaces" . | fromYaml }}
+{{- range $ns := keys $namespaces | sortAlpha }}
 {{- $seen := dict }}
-{{- range $i, $name := index $.Values.catalog.namespaces $ns }}
+{{- range $i, $name := index $namespaces $ns }}
 {{- if not (hasKey $plugins $name) }}
 {{- fail (printf "catalog: namespaces.%s[%d]: unknown plugin %q (known: %s)" $ns $i $name (join ", " $known)) }}
 {{- end }}
@@ -102,7 +103,7 @@ define, and would never become ready; say it here, in the injector's words. */}}
     "runAsUser" .Values.catalog.runAsUser
     "resources" .Values.catalog.resources)
   "plugins" $plugins
-  "namespaces" .Values.catalog.namespaces }}
+  "namespaces" $namespaces }}
 {{- if .Values.catalog.revision }}
 {{- $_ := set $catalog "revision" .Values.catalog.revision }}
 {{- end }}
@@ -171,5 +172,18 @@ holds both sides to the same pods.
 object.spec.containers.exists(c, c.name in {{ $names | toJson }} || (has(c.command) && c.command.exists(w, w.matches({{ printf "(^|[\\s/])(%s)(\\s|$)" (join "|" $quoted) | toJson }}))) || (has(c.args) && c.args.exists(w, w.matches({{ printf "(^|[\\s/])(%s)(\\s|$)" (join "|" $quoted) | toJson }}))))
 {{- else -}}
 object.spec.containers.exists(c, c.name in {{ $names | toJson }})
+{{- end }}
+{{- end }}
+
+{{/*
+The catalog's namespaces: catalog.namespaces, or when empty the default
+{argocd: [helm, kustomize]}. The default lives here rather than in values.yaml
+so that a user's map replaces it instead of being merged with it.
+*/}}
+{{- define "cmp-injector.namespaces" -}}
+{{- if .Values.catalog.namespaces }}
+{{- toYaml .Values.catalog.namespaces }}
+{{- else }}
+{{- toYaml (dict "argocd" (list "helm" "kustomize")) }}
 {{- end }}
 {{- end }}

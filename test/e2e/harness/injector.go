@@ -182,6 +182,34 @@ func (in *Injector) TLSClient() *http.Client {
 		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: loadPool(in.CAFile)}}}
 }
 
+// RenderCatalog renders the chart's catalog (its ConfigMap's catalog.yaml)
+// with the real helm binary and the given helm flags, e.g. -f VALUES.
+func RenderCatalog(chartDir, kubeVersion string, args ...string) ([]byte, error) {
+	helm, err := Tool("helm")
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(helm, append([]string{"template", "cmp-injector", chartDir, "--namespace", "cmp-injector",
+		"--kube-version", kubeVersion, "--show-only", "templates/catalog-configmap.yaml"}, args...)...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("helm template: %w\n%s", err, ee.Stderr)
+		}
+		return nil, err
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(out, &cm); err != nil {
+		return nil, fmt.Errorf("decode rendered catalog: %w", err)
+	}
+	if cm.Data["catalog.yaml"] == "" {
+		return nil, errors.New("the rendered ConfigMap holds no catalog.yaml")
+	}
+	return []byte(cm.Data["catalog.yaml"]), nil
+}
+
 // RenderWebhook renders the chart's MutatingWebhookConfiguration with the real
 // helm binary, pointed at url with caBundle, and returns it as a JSON-able map.
 func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (map[string]any, error) {
