@@ -78,7 +78,7 @@ func TestWorkDirLayoutMatchesArgo(t *testing.T) {
 	if want := "^" + regexp.QuoteMeta(workDir) + "/" + uuidPattern + "/apps/demo$"; !regexp.MustCompile(want).MatchString(ann[0].Name) {
 		t.Errorf("dynamic parameters command ran in %s, want %s", ann[0].Name, want)
 	}
-	ts.srv.removals.idle() // request dirs are removed after the response
+	ts.srv.requests.removals.idle() // request dirs are removed after the response
 	if entries, _ := os.ReadDir(ts.srv.opts.WorkDir); len(entries) != 0 {
 		t.Errorf("request dirs left behind: %v", entries)
 	}

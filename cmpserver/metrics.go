@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
@@ -86,8 +87,10 @@ func newMetrics() *metrics {
 	// has a series before the first one.
 	m.configReloads.WithLabelValues(reloadSucceeded)
 	m.configReloads.WithLabelValues(reloadFailed)
+	// The rpc label is the method's name, as the interceptors take it.
+	generate := path.Base(pluginpb.ConfigManagementPluginService_GenerateManifest_FullMethodName)
 	for _, r := range tenancy.RefusalReasons {
-		m.refusals.WithLabelValues("GenerateManifest", string(r))
+		m.refusals.WithLabelValues(generate, string(r))
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
 		m.configReloads, m.configInfo, m.refusals, m.metricsDropped,
@@ -151,3 +154,9 @@ func (m *metrics) httpHandler(ready *atomic.Bool) http.Handler {
 		return nil
 	})
 }
+
+// Reload results, the values of cmp_server_config_reloads_total's result label.
+const (
+	reloadSucceeded = "success"
+	reloadFailed    = "failure"
+)

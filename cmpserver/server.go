@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
+	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
@@ -150,26 +150,18 @@ type Server struct {
 	opts    Options
 	log     *zap.Logger
 	metrics *metrics
-	// current is the configuration new requests take; a request keeps the one
-	// it took until it ends (reload.go).
-	current atomic.Pointer[loaded]
-	// reloadMu serialises reloads; sockMu guards the listener fields.
+	// configs is the configuration new requests take (reload.go).
+	configs *configs
+	// reloadMu serialises reloads.
 	reloadMu sync.Mutex
-	sockMu   sync.Mutex
-	lis      net.Listener
-	lisPath  string
-	stopping bool
-	served   chan error
+	sock     *socket
 	grpc     *grpc.Server
 	ready    atomic.Bool
 	// httpAddr is the bound metrics address once Serve listens.
 	httpAddr atomic.Pointer[string]
-	// streams holds one token per streaming request in flight (nil: no cap).
-	streams chan struct{}
-	// trees are the shared trees of read-only plugins (trees.go).
-	trees *unpack.Trees
-	// removals remove request dirs after their responses (cleanup.go).
-	removals removals
+	// requests is what the service runs requests with; its shared trees
+	// and removals end with the server.
+	requests *requestRunner
 	// idle returns the free heap once no request runs (idlememory.go).
 	idle *idleMemory
 }
@@ -216,21 +208,29 @@ func New(opts Options) (*Server, error) {
 		// The sidecar's Secret values, named by the injector (redact.go).
 		opts.Exec.Redact = redact.FromEnv(opts.Env)
 	}
-	s := &Server{opts: opts, log: opts.Logger, metrics: newMetrics(), trees: unpack.NewTrees(), idle: newIdleMemory(opts.ReturnMemoryAfter)}
-	registerRedactions(s.metrics.Registry, opts.Exec.Redact)
+	m := newMetrics()
+	registerRedactions(m.Registry, opts.Exec.Redact)
+	env := append(append([]string{}, opts.Env...), command.LogEnv(opts.LogLevel, opts.LogFormat)...)
+	cfgs := &configs{metrics: m, newEngine: func(p *pluginconfig.Plugin) *engine.Engine {
+		return engine.New(p, opts.Limits, opts.WorkDir, opts.Exec, env, opts.Logger, m)
+	}}
+	cfgs.install(first)
+	rq := &requestRunner{configs: cfgs, log: opts.Logger, limits: opts.Limits, idle: opts.StreamIdleTimeout,
+		trees: unpack.NewTrees(), removals: &removals{}, metrics: m}
 	if opts.MaxConcurrentStreams > 0 {
-		s.streams = make(chan struct{}, opts.MaxConcurrentStreams)
+		rq.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
-	s.install(first)
+	s := &Server{opts: opts, log: opts.Logger, metrics: m, configs: cfgs, requests: rq, idle: newIdleMemory(opts.ReturnMemoryAfter)}
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.metrics.unaryInterceptor, s.idle.unaryInterceptor, redactUnary(opts.Exec.Redact)),
-		grpc.ChainStreamInterceptor(s.metrics.streamInterceptor, s.idle.streamInterceptor, redactStream(opts.Exec.Redact)),
+		grpc.ChainUnaryInterceptor(m.unaryInterceptor, s.idle.unaryInterceptor, redactUnary(opts.Exec.Redact)),
+		grpc.ChainStreamInterceptor(m.streamInterceptor, s.idle.streamInterceptor, redactStream(opts.Exec.Redact)),
 	)
-	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{s: s})
+	s.sock = newSocket(s.grpc.Serve)
+	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{r: rq})
 	return s, nil
 }
 
@@ -268,7 +268,74 @@ func resetWorkDir(dir string) error {
 
 // SocketPath is where the server listens, for the configuration in use.
 func (s *Server) SocketPath() string {
-	return filepath.Join(s.opts.SocketDir, s.config().plugin.SocketName())
+	return filepath.Join(s.opts.SocketDir, s.configs.get().plugin.SocketName())
+}
+
+// ConfigHash is the sha256 (hex) of the plugin.yaml being served, "" when the
+// configuration was given in Options.Plugin.
+func (s *Server) ConfigHash() string { return s.configs.get().hash }
+
+// Reload reads ConfigPath again. It reports whether a new configuration was
+// installed; on an error the previous one stays in use.
+func (s *Server) Reload() (bool, error) {
+	if s.opts.ConfigPath == "" {
+		return false, nil
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	old := s.configs.get()
+	next, err := readConfig(s.opts.ConfigPath, s.log)
+	if err != nil {
+		s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
+		s.log.Error("plugin configuration rejected; still serving the previous one",
+			zap.String("file", s.opts.ConfigPath), zap.String("config_hash", old.hash), zap.Error(err))
+		return false, err
+	}
+	if next.hash == old.hash {
+		return false, nil
+	}
+	// The new configuration takes requests first, then the socket moves: a
+	// request reaching the new name never runs the old commands, and one that
+	// reaches the old name in between runs the new ones.
+	oldPath := filepath.Join(s.opts.SocketDir, old.plugin.SocketName())
+	newPath := filepath.Join(s.opts.SocketDir, next.plugin.SocketName())
+	s.configs.install(next)
+	if newPath != oldPath && s.sock.listening() {
+		if err := s.sock.listen(newPath); err != nil {
+			// Still serving on the old name with the new commands is better
+			// than not serving at all; the next change tries again.
+			s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
+			s.log.Error("plugin configuration loaded but the socket could not move", zap.String("from", oldPath),
+				zap.String("to", newPath), zap.Error(err))
+			return true, err
+		}
+		s.log.Info("plugin socket moved", zap.String("from", oldPath), zap.String("to", newPath))
+	}
+	s.metrics.configReloads.WithLabelValues(reloadSucceeded).Inc()
+	s.log.Info("plugin configuration reloaded", zap.String("file", s.opts.ConfigPath),
+		zap.String("previous_hash", old.hash), zap.String("config_hash", next.hash))
+	s.logServing(next, newPath)
+	return true, nil
+}
+
+// watchConfig reloads whenever the file's content changes, until ctx ends.
+func (s *Server) watchConfig(ctx context.Context) {
+	p := &serving.Poller{
+		Interval:    s.opts.ReloadInterval,
+		Fingerprint: serving.FileHash(s.opts.ConfigPath),
+		OnChange: func(_ string, err error) {
+			if err != nil {
+				s.metrics.configReloads.WithLabelValues(reloadFailed).Inc()
+				s.log.Error("plugin configuration unreadable; still serving the previous one",
+					zap.String("file", s.opts.ConfigPath), zap.Error(err))
+				return
+			}
+			_, _ = s.Reload()
+		},
+	}
+	// Not primed: the first check compares the file with what New loaded,
+	// so a change between the two is not missed.
+	p.Run(ctx)
 }
 
 // MetricsAddr is the bound address of the metrics listener, "" before Serve
@@ -291,9 +358,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err := os.MkdirAll(s.opts.SocketDir, 0o755); err != nil {
 		return fmt.Errorf("error creating socket dir: %w", err)
 	}
-	s.served = make(chan error, 1)
 	path := s.SocketPath()
-	if err := s.listen(path); err != nil {
+	if err := s.sock.listen(path); err != nil {
 		return err
 	}
 
@@ -301,7 +367,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.opts.MetricsAddr != "" {
 		hl, err := net.Listen("tcp", s.opts.MetricsAddr)
 		if err != nil {
-			s.closeSocket()
+			s.sock.close()
 			s.grpc.Stop()
 			return fmt.Errorf("error listening on %s: %w", s.opts.MetricsAddr, err)
 		}
@@ -315,7 +381,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 
 	s.ready.Store(true)
-	s.logServing(s.config(), path)
+	s.logServing(s.configs.get(), path)
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	defer stopPolling()
 	if s.opts.ConfigPath != "" && s.opts.ReloadInterval > 0 {
@@ -324,14 +390,14 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	var serveErr error
 	select {
-	case serveErr = <-s.served:
-		s.closeSocket()
+	case serveErr = <-s.sock.served:
+		s.sock.close()
 	case <-ctx.Done():
 		s.ready.Store(false)
 		s.log.Info("shutting down: draining in-flight requests", zap.Duration("grace", s.opts.ShutdownGrace))
 		stopPolling()
 		// Remove the socket first so the repo-server stops picking this plugin.
-		s.closeSocket()
+		s.sock.close()
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
 		select {
@@ -342,7 +408,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			<-stopped
 		}
 		select {
-		case serveErr = <-s.served:
+		case serveErr = <-s.sock.served:
 		default:
 		}
 	}
@@ -355,8 +421,8 @@ func (s *Server) Serve(ctx context.Context) error {
 		serveErr = nil
 	}
 	s.idle.stop()
-	s.removals.finish()
-	s.trees.RemoveAll()
+	s.requests.removals.finish()
+	s.requests.trees.RemoveAll()
 	return serveErr
 }
 
@@ -366,93 +432,5 @@ func (s *Server) logServing(c *loaded, path string) {
 		zap.Bool("discovery", p.DiscoveryConfigured()), zap.Bool("concurrent", p.Concurrent()), zap.String("config_hash", c.hash))
 	if !p.DiscoveryConfigured() {
 		s.log.Info("discovery is not configured: Applications must name the plugin", zap.String("name", strings.TrimSuffix(p.SocketName(), ".sock")))
-	}
-}
-
-// listen serves gRPC on a new socket at path and makes it the current one; the
-// previous socket, if any, is removed and its listener closed. Connections
-// already accepted on it are the gRPC server's and keep being served, so a
-// request in flight while the socket moves finishes.
-func (s *Server) listen(path string) error {
-	s.sockMu.Lock()
-	defer s.sockMu.Unlock()
-	if s.stopping {
-		return errors.New("server is stopping")
-	}
-	if path == s.lisPath {
-		return nil
-	}
-	if err := removeStaleSocket(path); err != nil {
-		return err
-	}
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		return fmt.Errorf("error listening on %s: %w", path, err)
-	}
-	go func() {
-		err := s.grpc.Serve(lis)
-		s.sockMu.Lock()
-		current := s.lis == lis
-		s.sockMu.Unlock()
-		// A listener closed because the socket moved is not the end of serving.
-		if current {
-			select {
-			case s.served <- err:
-			default:
-			}
-		}
-	}()
-	// The new socket exists before the old one goes: the repo-server always
-	// finds one (Argo CD takes the first socket whose plugin matches).
-	old, oldPath := s.lis, s.lisPath
-	s.lis, s.lisPath = lis, path
-	if old != nil {
-		_ = os.Remove(oldPath)
-		_ = old.Close()
-	}
-	return nil
-}
-
-// removeStaleSocket removes what a server that is gone left at path (a
-// killed container's socket), so that it can be created again. A socket that
-// still accepts a connection is another live server's (two sidecars given the
-// same plugin name and version, a second cmp-server in the container):
-// unlinking it would silently take that server's traffic, so that is an error.
-func removeStaleSocket(path string) error {
-	if err := checkSocketFree(path); err != nil {
-		return err
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("error removing stale socket: %w", err)
-	}
-	return nil
-}
-
-// checkSocketFree fails if a server accepts connections on path.
-func checkSocketFree(path string) error {
-	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	conn, err := net.DialTimeout("unix", path, time.Second)
-	switch {
-	case err == nil:
-		conn.Close()
-		return fmt.Errorf("socket %s is in use: another plugin server answers on it (not taking it over; stop that server, or give this plugin another metadata.name or spec.version)", path)
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, os.ErrNotExist):
-		// Nobody listens (or it went meanwhile): stale.
-	default:
-		// E.g. EAGAIN: a live server whose backlog is full.
-		return fmt.Errorf("socket %s exists and may be in use (not taking it over): %w", path, err)
-	}
-	return nil
-}
-
-// closeSocket removes the socket file and stops accepting on it for good.
-func (s *Server) closeSocket() {
-	s.sockMu.Lock()
-	defer s.sockMu.Unlock()
-	s.stopping = true
-	if s.lisPath != "" {
-		_ = os.Remove(s.lisPath)
 	}
 }

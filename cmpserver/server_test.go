@@ -98,7 +98,7 @@ func TestAllFourRPCs(t *testing.T) {
 		t.Errorf("Generate = %q", manifests)
 	}
 	// Request dirs are removed after each request (after its response).
-	ts.srv.removals.idle()
+	ts.srv.requests.removals.idle()
 	entries, _ := os.ReadDir(ts.srv.opts.WorkDir)
 	if len(entries) != 0 {
 		t.Errorf("work dir not cleaned: %v", entries)

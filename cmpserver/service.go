@@ -24,11 +24,26 @@ import (
 // errors, which gRPC sends as code Unknown with the message, as Argo CD does.
 type service struct {
 	pluginpb.UnimplementedConfigManagementPluginServiceServer
-	s *Server
+	r *requestRunner
+}
+
+// requestRunner is what the service runs a request with, the server's.
+type requestRunner struct {
+	configs *configs
+	log     *zap.Logger
+	limits  unpack.Limits
+	idle    time.Duration // --stream-idle-timeout
+	// streams holds one token per streaming request in flight (nil: no cap).
+	streams chan struct{}
+	// trees are the shared trees of read-only plugins.
+	trees *unpack.Trees
+	// removals remove request dirs after their responses (cleanup.go).
+	removals *removals
+	metrics  *metrics
 }
 
 func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*pluginpb.CheckPluginConfigurationResponse, error) {
-	p := svc.s.config().plugin
+	p := svc.r.configs.get().plugin
 	return &pluginpb.CheckPluginConfigurationResponse{
 		IsDiscoveryConfigured: p.DiscoveryConfigured(),
 		ProvideGitCreds:       p.Spec.ProvideGitCreds,
@@ -38,8 +53,8 @@ func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*
 func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginService_GenerateManifestServer) error {
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
-	cfg := svc.s.config()
-	manifests, err := withRepo(svc.s, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
+	cfg := svc.r.configs.get()
+	manifests, err := withRepo(svc.r, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
 		m := &encodedManifests{}
 		if err := cfg.engine.Generate(ctx, ws, m); err != nil {
 			return nil, fmt.Errorf("error generating manifests: %w", err)
@@ -53,11 +68,11 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
-	cfg := svc.s.config()
+	cfg := svc.r.configs.get()
 	configured := cfg.plugin.DiscoveryConfigured()
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	supported, err := withRepo(svc.s, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
+	supported, err := withRepo(svc.r, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
 		ok, err := cfg.engine.Match(ctx, ws)
 		if err != nil {
 			return false, fmt.Errorf("match repository error: %w", err)
@@ -71,8 +86,8 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 }
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
-	cfg := svc.s.config()
-	resp, err := withRepo(svc.s, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
+	cfg := svc.r.configs.get()
+	resp, err := withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
 		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
 			return nil, fmt.Errorf("get parameters announcement error: %w", err)
@@ -90,7 +105,7 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 // request runs on cfg, the configuration current when it started, to its
 // end. Logs carry a request id and the configuration's hash, never env
 // values.
-func withRepo[T any](s *Server, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
+func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
 	var zero T
 	ctx := stream.Context()
 	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
@@ -112,13 +127,13 @@ func withRepo[T any](s *Server, stream unpack.Stream, rpc string, extract bool, 
 		}
 	}
 	start := time.Now()
-	rq := &request.Request{Engine: cfg.engine, Extract: extract, Limits: s.opts.Limits, Idle: s.opts.StreamIdleTimeout, Log: log, Remove: s.removals.run}
+	rq := &request.Request{Engine: cfg.engine, Extract: extract, Limits: s.limits, Idle: s.idle, Log: log, Remove: s.removals.run}
 	// A read-only plugin's tree is shared between the requests that send the
 	// same stream (unpack/trees.go); any other request unpacks into its own dir.
 	if extract && cfg.plugin.Spec.ReadOnlyRepository {
 		rq.Trees = s.trees
 	}
-	rq.Admit = s.admission(rpc, cfg, log)
+	rq.Admit = admission(s.metrics, rpc, cfg, log)
 	rq.Received = func(repo *unpack.Repo) {
 		s.metrics.received(rpc, repo.Size)
 		rq.Log.Debug("repository received", zap.Int64("compressed_bytes", repo.Size),

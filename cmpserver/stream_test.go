@@ -154,8 +154,8 @@ func TestConcurrentStreamCap(t *testing.T) {
 	openIdleStream(t, held, rpc, tgz)
 	// The slots themselves, not a listing of the work dir: the third stream is
 	// sent only once both held streams have taken theirs.
-	if !waitUntil(10*time.Second, func() bool { return len(ts.srv.streams) == 2 }) {
-		t.Fatalf("%d stream slots taken, want 2", len(ts.srv.streams))
+	if !waitUntil(10*time.Second, func() bool { return len(ts.srv.requests.streams) == 2 }) {
+		t.Fatalf("%d stream slots taken, want 2", len(ts.srv.requests.streams))
 	}
 	_, err := sendTgz(t, c, ".", tgz, "ARGOCD_APP_NAME=x")
 	if status.Code(err) != codes.ResourceExhausted || !contains(err, "limit --max-concurrent-streams") {

@@ -15,7 +15,7 @@ import (
 // itself lets any Application name any plugin (argo-cd#21177). The
 // repo-server sends the Application's project and repository in the env of
 // the stream's first message, so every request is judged on its header,
-// before anything of it is written (request.receive); pkg/tenancy decides.
+// before anything of it is written (package request); pkg/tenancy decides.
 
 // tenancyCalls maps an RPC to what the rules check of it.
 var tenancyCalls = map[string]tenancy.Call{
@@ -29,7 +29,7 @@ var tenancyCalls = map[string]tenancy.Call{
 // values other than the project and the repository (its credentials
 // hidden), and answered PermissionDenied with a message that Argo CD shows
 // on the Application.
-func (s *Server) admission(rpc string, cfg *loaded, log *zap.Logger) func(*pluginpb.ManifestRequestMetadata) error {
+func admission(m *metrics, rpc string, cfg *loaded, log *zap.Logger) func(*pluginpb.ManifestRequestMetadata) error {
 	rules := cfg.plugin.Spec.Rules
 	call, known := tenancyCalls[rpc]
 	if !rules.IsSet() || !known {
@@ -40,7 +40,7 @@ func (s *Server) admission(rpc string, cfg *loaded, log *zap.Logger) func(*plugi
 		if d.Allowed() {
 			return nil
 		}
-		s.metrics.refused(rpc, d.Reason)
+		m.refused(rpc, d.Reason)
 		log.Warn("request refused: the plugin is limited to some projects or repositories",
 			zap.String("reason", string(d.Reason)), zap.String("rule", d.Field), zap.Strings("patterns", d.Patterns),
 			zap.String("deny_pattern", d.Deny), zap.String("project", d.Project), zap.String("repo", d.Repo))

@@ -88,7 +88,7 @@ func TestSharedTreeForTheSameStream(t *testing.T) {
 		t.Errorf("shared dir mode %v (%v), want no write permission", fi.Mode(), err)
 	}
 	// Only the shared trees remain between requests (the request dirs are removed).
-	ts.srv.removals.idle()
+	ts.srv.requests.removals.idle()
 	if n := requestDirs(t, ts); n != 2 {
 		t.Errorf("%d dirs in the work dir, want the 2 trees", n)
 	}
