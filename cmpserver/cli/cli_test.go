@@ -473,3 +473,58 @@ func TestRunParametersSendsArgoCDsSmallerEnv(t *testing.T) {
 		t.Errorf("the announcement's env: want %s in\n%s", want, stdout.String())
 	}
 }
+
+// Argo CD's documentation says a CMP sidecar's ARGOCD_EXEC_TIMEOUT bounds
+// each command (its server never reads it): ours does, as the default of
+// --exec-timeout, and ARGOCD_EXEC_FATAL_TIMEOUT is --kill-grace's. A value
+// that is not a duration stops the server at start, naming the variable.
+func TestArgoExecTimeoutEnv(t *testing.T) {
+	t.Parallel()
+	configDir, _, _ := layout(t, `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata: {name: sleepy}
+spec:
+  generate:
+    command: [sh, -c, 'trap "" TERM; sleep 30']
+`)
+	app := t.TempDir()
+	if err := os.WriteFile(filepath.Join(app, "app.yaml"), []byte("a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Every command is bounded, so that a server that ignores the variables
+	// fails the test instead of hanging it.
+	bounded := func(argv ...string) *exec.Cmd {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		t.Cleanup(cancel)
+		return exec.CommandContext(ctx, argv[0], argv[1:]...)
+	}
+	run := func(env ...string) (string, error) {
+		cmd := bounded(binary, "run", "generate", "--config", filepath.Join(configDir, "plugin.yaml"), "--app-dir", app)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("ARGOCD_EXEC_TIMEOUT=1s", "ARGOCD_EXEC_FATAL_TIMEOUT=500ms")
+	if err == nil || !strings.Contains(out, "killed after the command timeout of 1s") || !strings.Contains(out, "signal: killed") {
+		t.Errorf("a command ignoring SIGTERM under ARGOCD_EXEC_TIMEOUT=1s: %v\n%s", err, out)
+	}
+	help, _ := exec.Command("env", "ARGOCD_EXEC_TIMEOUT=1s", "ARGOCD_EXEC_FATAL_TIMEOUT=500ms", binary, "run", "--help").CombinedOutput()
+	for _, want := range []string{"(env ARGOCD_EXEC_TIMEOUT) (default 1s)", "(env ARGOCD_EXEC_FATAL_TIMEOUT) (default 500ms)"} {
+		if !strings.Contains(string(help), want) {
+			t.Errorf("run --help lacks %q:\n%s", want, help)
+		}
+	}
+	for _, env := range []string{"ARGOCD_EXEC_TIMEOUT=90", "ARGOCD_EXEC_FATAL_TIMEOUT=soon"} {
+		out, err := run(env)
+		name, _, _ := strings.Cut(env, "=")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, name+"=") || !strings.Contains(out, "is not a duration") {
+			t.Errorf("%s: %v\n%s", env, err, out)
+		}
+	}
+	_, socketDir, workDir := layout(t, echoPlugin)
+	out2, err := bounded("env", "ARGOCD_EXEC_TIMEOUT=later", binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "ARGOCD_EXEC_TIMEOUT=\"later\" is not a duration") {
+		t.Errorf("serve with a bad ARGOCD_EXEC_TIMEOUT: %v\n%s", err, out2)
+	}
+}

@@ -19,7 +19,9 @@ func playgroundCommand(ctx context.Context, args []string, stdio serving.IO) err
 	var opts playground.Options
 	fs.IntVar(&opts.MaxEventStreams, "max-event-streams", playground.DefaultMaxEventStreams, "pages that may follow changes at once; one more is answered 503")
 	limitFlags(fs.FlagSet, &opts.Limits)
-	execFlags(fs.FlagSet, &opts.Exec)
+	if err := execFlags(fs.FlagSet, &opts.Exec); err != nil {
+		return fs.Errorf("%v", err)
+	}
 	level, format := logFlags(fs.FlagSet)
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -130,7 +130,9 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	a.register(fs.FlagSet)
 	var req local.Request
 	limitFlags(fs.FlagSet, &req.Limits)
-	execFlags(fs.FlagSet, &req.Exec)
+	if err := execFlags(fs.FlagSet, &req.Exec); err != nil {
+		return fs.Errorf("%v", err)
+	}
 	level, format := logFlags(fs.FlagSet)
 	action, err := fs.ParseAction(args)
 	if err != nil {

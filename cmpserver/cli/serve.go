@@ -22,15 +22,42 @@ import (
 	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
-// execFlags registers the command limits shared by serve and run.
-func execFlags(fs *flag.FlagSet, o *command.Options) {
+// execFlags registers the command limits shared by serve, run and the
+// playground. --exec-timeout and --kill-grace default to Argo CD's
+// ARGOCD_EXEC_TIMEOUT and ARGOCD_EXEC_FATAL_TIMEOUT; a value that is not a
+// duration is an error (Argo CD's util/exec logs it and takes its default,
+// which would leave an admin's bound silently unapplied).
+func execFlags(fs *flag.FlagSet, o *command.Options) error {
 	*o = command.DefaultOptions()
-	fs.DurationVar(&o.Timeout, "exec-timeout", o.Timeout, "maximum run time of one plugin command (0 = only the request deadline)")
-	fs.DurationVar(&o.KillGrace, "kill-grace", o.KillGrace, "time between SIGTERM and SIGKILL to a command's process group")
+	timeout, err := envDurationStrict(keys.EnvExecTimeout, o.Timeout)
+	if err != nil {
+		return err
+	}
+	grace, err := envDurationStrict(keys.EnvExecFatalTimeout, o.KillGrace)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&o.Timeout, "exec-timeout", timeout, "maximum run time of one plugin command (0 = only the request deadline) (env "+keys.EnvExecTimeout+")")
+	fs.DurationVar(&o.KillGrace, "kill-grace", grace, "time between SIGTERM and SIGKILL to a command's process group (env "+keys.EnvExecFatalTimeout+")")
 	fs.DurationVar(&o.OutputGrace, "output-grace", o.OutputGrace, "once a command exits, how long a background child may keep its stdout or stderr open before it is killed and the output read so far is used")
 	fs.DurationVar(&o.DeadlineBuffer, "deadline-buffer", o.DeadlineBuffer, "commands are stopped this long before the request deadline")
 	fs.Int64Var(&o.MaxStdoutBytes, "max-stdout-bytes", o.MaxStdoutBytes, "a command printing more than this to stdout fails")
 	fs.Int64Var(&o.MaxStderrBytes, "max-stderr-bytes", o.MaxStderrBytes, "captured stderr is truncated to this many bytes")
+	return nil
+}
+
+// envDurationStrict is the Go duration in the environment variable name
+// ("90s", "2m"), def when unset or empty, an error naming it otherwise.
+func envDurationStrict(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not a duration (e.g. 90s): %w", name, v, err)
+	}
+	return d, nil
 }
 
 // limitFlags registers the tarball limits shared by serve and run.
@@ -76,7 +103,9 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs.DurationVar(&opts.ReloadInterval, "config-reload-interval", cmpserver.DefaultReloadInterval, "how often plugin.yaml is checked for a change, which then serves new requests without a restart (0 = never)")
 	fs.DurationVar(&opts.KeepaliveMinTime, "keepalive-min", envDuration(keys.EnvGRPCKeepAliveMin, 10*time.Second), "shortest client keepalive ping interval allowed (env "+keys.EnvGRPCKeepAliveMin+")")
 	limitFlags(fs.FlagSet, &opts.Limits)
-	execFlags(fs.FlagSet, &opts.Exec)
+	if err := execFlags(fs.FlagSet, &opts.Exec); err != nil {
+		return fs.Errorf("%v", err)
+	}
 	level, format := logFlags(fs.FlagSet)
 	otlp := map[string]*string{}
 	for _, name := range []string{"otlp-address", "otlp-insecure", "otlp-headers", "otlp-attrs", "otlp-sample-ratio"} {

@@ -158,6 +158,12 @@ const (
 // More environment variables shared with Argo CD's plugin server.
 const (
 	EnvGRPCKeepAliveMin = "ARGOCD_GRPC_KEEP_ALIVE_MIN"
+	// EnvExecTimeout and EnvExecFatalTimeout default --exec-timeout and
+	// --kill-grace: Argo CD's documentation promises that a CMP sidecar's
+	// ARGOCD_EXEC_TIMEOUT bounds each command, though its server never
+	// reads it (only its util/exec does, for git and its own tools).
+	EnvExecTimeout      = "ARGOCD_EXEC_TIMEOUT"
+	EnvExecFatalTimeout = "ARGOCD_EXEC_FATAL_TIMEOUT"
 	// EnvCMPServerLogLevel and EnvCMPServerLogFormat default --loglevel and --logformat.
 	EnvCMPServerLogLevel  = "ARGOCD_CMP_SERVER_LOGLEVEL"
 	EnvCMPServerLogFormat = "ARGOCD_CMP_SERVER_LOGFORMAT"
