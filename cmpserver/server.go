@@ -433,4 +433,7 @@ func (s *Server) logServing(c *loaded, path string) {
 	if !p.DiscoveryConfigured() {
 		s.log.Info("discovery is not configured: Applications must name the plugin", zap.String("name", strings.TrimSuffix(p.SocketName(), ".sock")))
 	}
+	if n := p.VersionNotice(); n != "" {
+		s.log.Warn(n)
+	}
 }

@@ -8,6 +8,7 @@ package adopt
 
 import (
 	"slices"
+	"strings"
 )
 
 // Options tune what Adopt writes where the input does not say.
@@ -160,6 +161,9 @@ const (
 	// gitCredentials: true, the consent the injector needs to share the
 	// repo-server's askpass socket with that sidecar.
 	CodeGitCredentials Code = "git_credentials"
+	// CodeSpecVersion: the plugin.yaml sets spec.version, which Argo CD 4.0
+	// refuses; the finding gives the rewrite that keeps its socket name.
+	CodeSpecVersion Code = "spec_version"
 )
 
 // Finding is one thing adopt could not carry over as it was, or that the
@@ -218,4 +222,9 @@ type findings []Finding
 
 func (fs *findings) add(sev Severity, code Code, object, plugin, msg, action string) {
 	*fs = append(*fs, Finding{Severity: sev, Code: code, Object: object, Plugin: plugin, Message: msg, Action: action})
+}
+
+// reported says whether a finding of code already says what text ends with.
+func (fs *findings) reported(code Code, text string) bool {
+	return slices.ContainsFunc(*fs, func(f Finding) bool { return f.Code == code && strings.HasSuffix(text, f.Message) })
 }

@@ -128,7 +128,23 @@ func (a *adopter) inline(pc *pluginCtx, text string) (json.RawMessage, []string)
 				"to serialise this plugin's commands, set spec.allowConcurrency: false")
 		}
 	}
-	return judgedInline(doc)
+	raw, problems := judgedInline(doc)
+	if len(problems) == 0 {
+		a.versionNotice(pc.id(), pc.name, raw)
+	}
+	return raw, problems
+}
+
+// versionNotice warns of an adopted plugin.yaml's spec.version, which
+// Argo CD 4.0 refuses (pluginconfig.VersionNotice).
+func (a *adopter) versionNotice(object, plugin string, raw json.RawMessage) {
+	pl, _, err := pluginconfig.Parse(raw)
+	if err != nil {
+		return // judged already
+	}
+	if n := pl.VersionNotice(); n != "" {
+		a.f.add(Warning, CodeSpecVersion, object, plugin, n, "rename the plugin in plugins."+plugin+".config.inline before upgrading to Argo CD 4.0")
+	}
 }
 
 // judgedInline checks doc with the plugin server's parser, strictly.

@@ -40,6 +40,9 @@ func (a *adopter) result() (*Result, error) {
 				"fix catalog.yaml where the loader says")
 		} else {
 			for _, w := range c.Warnings {
+				if a.f.reported(CodeSpecVersion, w) {
+					continue // said per plugin, with what to do
+				}
 				a.f.add(Warning, CodeCatalogInvalid, "", "", "the written catalog loads with a warning: "+w, "")
 			}
 		}

@@ -270,3 +270,23 @@ func TestRepoServerSettings(t *testing.T) {
 		}
 	}
 }
+
+// An inline plugin.yaml with spec.version loads (every released Argo CD
+// serves it), with the warning of what Argo CD 4.0 will refuse and the rewrite.
+func TestWarnsOfSpecVersion(t *testing.T) {
+	c, err := Parse([]byte(`apiVersion: cmp-injector.io/v1alpha1
+kind: PluginCatalog
+defaults: {copyImage: cmp-server:1}
+plugins:
+  helm:
+    image: alpine/helm:3.16.2
+    config:
+      inline: {kind: ConfigManagementPlugin, metadata: {name: helm}, spec: {version: v2, generate: {command: [helm, template, .]}}}
+namespaces:
+  argocd: [helm]
+`))
+	if err != nil || len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "plugins.helm.config: spec.version \"v2\" is removed in Argo CD 4.0") ||
+		!strings.Contains(c.Warnings[0], "metadata.name: helm-v2") {
+		t.Errorf("%v, warnings %q", err, c.Warnings)
+	}
+}

@@ -94,6 +94,11 @@ func build(p *problems, f *catalogFile) *Catalog {
 			e.Config.ConfigMap = &ConfigMapRef{Name: pl.Config.ConfigMap.Name, Key: keys.PluginConfigFile}
 		}
 		c.Plugins[name] = e
+		if e.Parsed != nil {
+			if n := e.Parsed.VersionNotice(); n != "" {
+				c.Warnings = append(c.Warnings, "plugins."+name+".config: "+n)
+			}
+		}
 		if e.GitCredentials && e.Parsed != nil && !e.Parsed.Spec.ProvideGitCreds {
 			c.Warnings = append(c.Warnings, fmt.Sprintf(
 				"plugins.%s.gitCredentials is true, but its config does not set spec.provideGitCreds: the repo-server sends it no credentials", name))
