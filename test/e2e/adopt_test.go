@@ -305,8 +305,7 @@ func TestAdoptThroughArgoCD(t *testing.T) {
 	if err := c.Apply("/api/v1/namespaces/"+ns+"/configmaps", adoptSettingsCM, settings); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
-		map[string]string{harness.ArgoImage + ":latest": rel.Image()}); err != nil {
+	if err := c.ApplyFile(ns, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"), rel.RepoServerSubst()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.PatchDeployment(ns, repoServer, []byte(argoSidecarPatch(rel.Image())), true); err != nil {

@@ -98,7 +98,7 @@ func TestRealChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer redis.Stop()
-	applyArgoCD(t, redis.Addr, rels[0].Image())
+	applyArgoCD(t, redis.Addr, rels[0])
 	plain := waitPlainRollout(t)
 
 	// 3. The README's label and patch commands.
@@ -272,15 +272,14 @@ func TestRealChain(t *testing.T) {
 // applyArgoCD creates Argo CD's namespace, the objects its repo-server reads
 // (with Redis at redisAddr) and the repo-server Deployment running image,
 // without any of our labels.
-func applyArgoCD(t *testing.T, redisAddr, image string) {
+func applyArgoCD(t *testing.T, redisAddr string, rel harness.ArgoRelease) {
 	t.Helper()
 	c := env.cp.Client()
 	if err := c.CreateNamespace(chainNS, nil); err != nil {
 		t.Fatal(err)
 	}
 	applyArgoConfig(t, chainNS, redisAddr)
-	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"),
-		map[string]string{harness.ArgoImage + ":latest": image}); err != nil {
+	if err := c.ApplyFile(chainNS, filepath.Join("testdata", "chain", "argocd-repo-server.yaml"), rel.RepoServerSubst()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -39,13 +39,15 @@ var benchAppPath = map[string]string{"params": "apps/params", memoryPlugin: "app
 // (the repositories' file:// URLs). The grace is short because Argo CD's
 // argocd-cmp-server ignores SIGTERM and every hand-written pod would wait its
 // grace out on deletion.
-func repoServerTemplate(t *testing.T, readmePatch []byte, image, gitDir string) *corev1.Pod {
+func repoServerTemplate(t *testing.T, readmePatch []byte, rel harness.ArgoRelease, gitDir string) *corev1.Pod {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "chain", "argocd-repo-server.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = bytes.ReplaceAll(b, []byte(harness.ArgoImage+":latest"), []byte(image))
+	for from, to := range rel.RepoServerSubst() {
+		b = bytes.ReplaceAll(b, []byte(from), []byte(to))
+	}
 	js, err := yaml.YAMLToJSON(b)
 	if err != nil {
 		t.Fatal(err)

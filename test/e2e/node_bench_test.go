@@ -99,7 +99,7 @@ func TestNodeBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitActive(t, chainNS)
-	tmpl := repoServerTemplate(t, steps.Patch, rel.Image(), gitDir)
+	tmpl := repoServerTemplate(t, steps.Patch, rel, gitDir)
 	// What the webhook makes of the 4-plugin pod (a dry run stores nothing):
 	// the hand-written sidecars take their images and plugin.yaml from it.
 	injected, err := c.CreatePod(chainNS, benchPod(tmpl, "bench-dry-run", true, benchPlugins), true)

@@ -130,7 +130,7 @@ func TestRealNode(t *testing.T) {
 	if out, err := exec.Command("chown", "-R", "999:999", gitDir).CombinedOutput(); err != nil {
 		t.Fatalf("chown: %v %s", err, out)
 	}
-	applyArgoCD(t, redis.Addr, rel.Image())
+	applyArgoCD(t, redis.Addr, rel)
 	// What a cluster's scheduler would decide, and the repository: nodeName
 	// (no scheduler runs) and a hostPath volume at the repository's path. The
 	// short grace: Argo CD's own argocd-cmp-server ignores SIGTERM, and each

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -89,6 +90,38 @@ func (r ArgoRelease) probe() (ArgoRelease, error) {
 
 // Image is the Argo CD image reference of this release.
 func (r ArgoRelease) Image() string { return ArgoImage + ":" + r.Version }
+
+// copyutilNow is the copyutil command of testdata/chain/argocd-repo-server.yaml:
+// Argo CD's install.yaml from v3.4.0 and v3.3.7 (argo-cd #26613) copies the
+// multi-call binary and links argocd-cmp-server to it, so that plugins can run
+// argocd as git's askpass program.
+const copyutilNow = `          command: [sh, -c]
+          args: ['/bin/cp /usr/local/bin/argocd /var/run/argocd/argocd && /bin/ln -sf /var/run/argocd/argocd /var/run/argocd/argocd-cmp-server']
+`
+
+// Copyutil is the copyutil init container's command of this release's
+// install.yaml, as testdata/chain/argocd-repo-server.yaml spells it.
+func (r ArgoRelease) Copyutil() string {
+	v, err := utilversion.ParseSemantic(r.Version)
+	switch {
+	case err != nil, v.AtLeast(utilversion.MustParseSemantic("v3.4.0")),
+		v.AtLeast(utilversion.MustParseSemantic("v3.3.7")):
+		return copyutilNow
+	case v.AtLeast(utilversion.MustParseSemantic("v3.3.0")):
+		// argo-cd #24665 and #24708 (v3.3.0): the link, not yet forced.
+		return `          command: [sh, -c]
+          args: ['/bin/cp --update=none /usr/local/bin/argocd /var/run/argocd/argocd && /bin/ln -s /var/run/argocd/argocd /var/run/argocd/argocd-cmp-server']
+`
+	default:
+		return "          command: [/bin/cp, -n, /usr/local/bin/argocd, /var/run/argocd/argocd-cmp-server]\n"
+	}
+}
+
+// RepoServerSubst turns testdata/chain/argocd-repo-server.yaml into this
+// release's repo-server: its image and its copyutil command.
+func (r ArgoRelease) RepoServerSubst() map[string]string {
+	return map[string]string{ArgoImage + ":latest": r.Image(), copyutilNow: r.Copyutil()}
+}
 
 // RepoServer is a booted repo-server pod: Argo CD's copyutil init container and
 // argocd-repo-server, next to the injector's copy init container and plugin

@@ -257,6 +257,20 @@ func (b *BootedPod) command(c corev1.Container, argv []string, o BootOptions) (m
 		return nil, nil, "", fmt.Errorf("container %s: no command (image entrypoints are not known here)", c.Name)
 	}
 	for i := range argv {
+		if i == 2 && isShellScript(argv) {
+			// copyutil since Argo CD v3.3 runs `sh -c "cp … && ln …"`: each
+			// word of the script that is a path is mapped as an element is.
+			words := strings.Split(argv[i], " ")
+			for j, w := range words {
+				if local, ok := o.Images[w]; ok {
+					words[j] = local
+				} else {
+					words[j] = m.path(w)
+				}
+			}
+			argv[i] = strings.Join(words, " ")
+			continue
+		}
 		if local, ok := o.Images[argv[i]]; ok {
 			argv[i] = local
 			continue
@@ -303,6 +317,11 @@ func (b *BootedPod) command(c corev1.Container, argv []string, o BootOptions) (m
 		return nil, nil, "", err
 	}
 	return argv, env, dir, nil
+}
+
+// isShellScript says whether argv is sh -c SCRIPT.
+func isShellScript(argv []string) bool {
+	return len(argv) >= 3 && (argv[0] == "sh" || argv[0] == "/bin/sh") && argv[1] == "-c"
 }
 
 // mounts maps a container's mount paths to host paths.

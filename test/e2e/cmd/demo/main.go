@@ -103,8 +103,7 @@ func run() error {
 		map[string]string{"REDIS_ADDRESS": redis.Addr, "REDIS_PASSWORD": "demo-redis-password"}); err != nil {
 		return err
 	}
-	if err := c.ApplyFile(harness.ArgoNamespace, filepath.Join(testdata, "chain", "argocd-repo-server.yaml"),
-		map[string]string{harness.ArgoImage + ":latest": argo.Image()}); err != nil {
+	if err := c.ApplyFile(harness.ArgoNamespace, filepath.Join(testdata, "chain", "argocd-repo-server.yaml"), argo.RepoServerSubst()); err != nil {
 		return err
 	}
 
