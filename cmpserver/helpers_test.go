@@ -15,6 +15,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // TestMain lets a plugin command run this test binary through
@@ -122,7 +123,9 @@ var (
 	symlink  = tartest.Symlink
 	craftTgz = tartest.Tgz
 	// writeTree writes a repository of path → content ("dir/" for a dir).
-	writeTree = tartest.Tree
+	writeTree    = tartest.Tree
+	waitUntil    = servingtest.WaitUntil
+	processAlive = servingtest.ProcessAlive
 )
 
 func checksum(b []byte) string {

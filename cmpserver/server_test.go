@@ -386,14 +386,6 @@ spec:
 }
 
 // processAlive treats a zombie as dead: in a container nobody may reap it.
-func processAlive(pid string) bool {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
 
 func TestCommandTimeoutFlag(t *testing.T) {
 	t.Parallel()

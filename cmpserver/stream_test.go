@@ -59,16 +59,6 @@ func requestDirs(t *testing.T, ts *testServer) int {
 }
 
 // waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
 
 // TestIdleStreamsAreEnded: clients that stop mid-stream used to hold a goroutine,
 // an open tarball file and a request dir each until they disconnected. The server

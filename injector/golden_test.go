@@ -117,10 +117,7 @@ func TestGolden(t *testing.T) {
 	seen := map[inject.Reason]bool{}
 	expected := map[string]bool{}
 	for _, name := range cases {
-		catFile := filepath.Join("testdata", "catalog.yaml")
-		if _, err := os.Stat(filepath.Join(goldenDir, name+catalogSuffix)); err == nil {
-			catFile = filepath.Join(goldenDir, name+catalogSuffix)
-		}
+		catFile := goldenCatalogFile(name)
 		if servers[catFile] == nil {
 			servers[catFile] = startServerWith(t, catFile, func(o *Options) { o.TrustedUsers = []string{goldenTrustedUser} })
 		}
@@ -214,6 +211,15 @@ func goldenCases(t *testing.T) (cases, orphans []string) {
 		}
 	}
 	return slices.Sorted(maps.Keys(inputs)), orphans
+}
+
+// goldenCatalogFile is the catalog of case name: its own
+// <case>.catalog.yaml, else testdata/catalog.yaml.
+func goldenCatalogFile(name string) string {
+	if _, err := os.Stat(filepath.Join(goldenDir, name+catalogSuffix)); err == nil {
+		return filepath.Join(goldenDir, name+catalogSuffix)
+	}
+	return filepath.Join("testdata", "catalog.yaml")
 }
 
 // goldenCaseName is the case a file of the golden directory belongs to.

@@ -81,11 +81,7 @@ func TestGoldenPodsReadOnlyPodFields(t *testing.T) {
 	}
 	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
-			catFile := filepath.Join("testdata", "catalog.yaml")
-			if _, err := os.Stat(filepath.Join(goldenDir, name+catalogSuffix)); err == nil {
-				catFile = filepath.Join(goldenDir, name+catalogSuffix)
-			}
-			cat, err := catalog.Load(catFile)
+			cat, err := catalog.Load(goldenCatalogFile(name))
 			if err != nil {
 				t.Fatal(err)
 			}

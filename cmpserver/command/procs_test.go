@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
 // nobody drops the reports of a test's commands.
@@ -39,28 +40,6 @@ func readPID(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(data))
-}
-
-// processAlive: the pid runs and is not a zombie.
-func processAlive(pid string) bool {
-	data, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
-// waitUntil polls cond every 20 ms for at most d.
-func waitUntil(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
 }
 
 func timeout(t *testing.T, d time.Duration) context.Context {
@@ -99,17 +78,17 @@ func TestSetsidEscapeeKilledWithItsCommandOnly(t *testing.T) {
 		out, err := runSh(t, timeout(t, time.Minute), escapeScript, "MODE=b", "PIDFILE="+pidB, "GO="+goB)
 		doneB <- result{out, err}
 	}()
-	if !waitUntil(20*time.Second, func() bool { fi, err := os.Stat(pidB); return err == nil && fi.Size() > 0 }) {
+	if !servingtest.WaitUntil(20*time.Second, func() bool { fi, err := os.Stat(pidB); return err == nil && fi.Size() > 0 }) {
 		t.Fatal("command b never started its escapee")
 	}
 	if out, err := runSh(t, timeout(t, time.Minute), escapeScript, "MODE=a", "PIDFILE="+pidA); err != nil || out != "a" {
 		t.Fatalf("a: %q, %v", out, err)
 	}
 	escapeeA := readPID(t, pidA)
-	if !waitUntil(10*time.Second, func() bool { return !processAlive(escapeeA) }) {
+	if !servingtest.WaitUntil(10*time.Second, func() bool { return !servingtest.ProcessAlive(escapeeA) }) {
 		t.Errorf("the escapee %s of a finished command is still alive", escapeeA)
 	}
-	if escapeeB := readPID(t, pidB); !processAlive(escapeeB) {
+	if escapeeB := readPID(t, pidB); !servingtest.ProcessAlive(escapeeB) {
 		t.Errorf("the escapee %s of the running command b was killed when a ended", escapeeB)
 	}
 	if err := os.WriteFile(goB, nil, 0o644); err != nil {
@@ -120,7 +99,7 @@ func TestSetsidEscapeeKilledWithItsCommandOnly(t *testing.T) {
 		t.Fatalf("b: %q, %v", res.out, res.err)
 	}
 	escapeeB := readPID(t, pidB)
-	if !waitUntil(10*time.Second, func() bool { return !processAlive(escapeeB) }) {
+	if !servingtest.WaitUntil(10*time.Second, func() bool { return !servingtest.ProcessAlive(escapeeB) }) {
 		t.Errorf("the escapee %s of b is still alive after b ended", escapeeB)
 	}
 }
@@ -145,7 +124,7 @@ if [ -n "$FAIL" ]; then echo "it broke" >&2; exit 3; fi
 	if err != nil || out != "ok-manifest" {
 		t.Fatalf("generate: %q, %v", out, err)
 	}
-	if child := readPID(t, pidFile); !waitUntil(10*time.Second, func() bool { return !processAlive(child) }) {
+	if child := readPID(t, pidFile); !servingtest.WaitUntil(10*time.Second, func() bool { return !servingtest.ProcessAlive(child) }) {
 		t.Errorf("the background child %s outlived its command", child)
 	}
 	if _, err = runSh(t, timeout(t, time.Minute), script, "PIDFILE="+pidFile, "FAIL=1"); err == nil || !strings.Contains(err.Error(), "failed exit status 3: it broke") {

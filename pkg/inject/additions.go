@@ -43,7 +43,8 @@ type annotation struct {
 
 // build decides what to add to pod for p: nothing is written yet.
 func build(pod *corev1.Pod, cat *catalog.Catalog, p plan) *additions {
-	a := &additions{repoServer: p.repoServer}
+	// Two shared volumes, the token's, up to four of each plugin's, askpass.
+	a := &additions{repoServer: p.repoServer, volumes: make([]named[corev1.Volume], 0, 4+4*len(p.entries))}
 	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
 	uid := sidecarUID(pod, p.repoServer, cat)
 	native := cat.Defaults.NativeSidecars
@@ -136,11 +137,11 @@ func build(pod *corev1.Pod, cat *catalog.Catalog, p plan) *additions {
 // lengths of what pod has.
 func (a *additions) patch(pod *corev1.Pod, cat *catalog.Catalog, enc *encCache) []byte {
 	var ops patch
-	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), namedJSON(enc, a.volumes))
+	appendAll(&ops, "/spec/volumes", len(pod.Spec.Volumes), namedJSONs(enc, a.volumes))
 	rs := pod.Spec.Containers[a.repoServer]
 	base := indexPath("/spec/containers", a.repoServer)
-	appendAll(&ops, base+"/volumeMounts", len(rs.VolumeMounts), namedJSON(enc, a.rsMounts))
-	appendAll(&ops, base+"/env", len(rs.Env), namedJSON(enc, a.rsEnv))
+	appendAll(&ops, base+"/volumeMounts", len(rs.VolumeMounts), namedJSONs(enc, a.rsMounts))
+	appendAll(&ops, base+"/env", len(rs.Env), namedJSONs(enc, a.rsEnv))
 	appendAll(&ops, "/spec/initContainers", len(pod.Spec.InitContainers), containersJSON(enc, cat, a.inits))
 	appendAll(&ops, "/spec/containers", len(pod.Spec.Containers), containersJSON(enc, cat, a.mains))
 	kv := make(map[string]string, len(a.annotations))
@@ -150,7 +151,7 @@ func (a *additions) patch(pod *corev1.Pod, cat *catalog.Catalog, enc *encCache) 
 	for i, an := range a.annotations {
 		kv[an.name], order[i] = an.value, an.name
 		if an.key != (namedKey{}) {
-			encoded[an.name] = enc.namedJSON(an.key, an.value)
+			encoded[an.name] = namedJSON(enc, &named[string]{an.key, an.value})
 		}
 	}
 	addAnnotations(&ops, pod.Annotations != nil, kv, encoded, order)
@@ -175,10 +176,10 @@ func (a *additions) applyTo(in *corev1.Pod, cat *catalog.Catalog) *corev1.Pod {
 	return pod
 }
 
-func namedJSON[T any](enc *encCache, objs []named[T]) []json.RawMessage {
+func namedJSONs[T any](enc *encCache, objs []named[T]) []json.RawMessage {
 	out := make([]json.RawMessage, len(objs))
-	for i, o := range objs {
-		out[i] = enc.namedJSON(o.key, o.value)
+	for i := range objs {
+		out[i] = namedJSON(enc, &objs[i])
 	}
 	return out
 }

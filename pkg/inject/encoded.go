@@ -102,22 +102,36 @@ func (e *Encodings) forCatalog(cat *catalog.Catalog) *encCache {
 
 // containerJSON is the JSON of the container spec builds, marshalled once per spec.
 func (c *encCache) containerJSON(spec containerSpec, cat *catalog.Catalog) json.RawMessage {
-	return c.load(spec, func() any { return spec.container(cat) })
-}
-
-// namedJSON is v's JSON, marshalled once per key; v must be what key names.
-func (c *encCache) namedJSON(key namedKey, v any) json.RawMessage {
-	return c.load(key, func() any { return v })
-}
-
-// load is the JSON cached under key, or build's, marshalled and kept.
-func (c *encCache) load(key any, build func() any) json.RawMessage {
-	if c != nil {
-		if b, ok := c.m.Load(key); ok {
-			return b.(json.RawMessage)
-		}
+	if b, ok := c.get(spec); ok {
+		return b
 	}
-	b, err := json.Marshal(build())
+	return c.put(spec, spec.container(cat))
+}
+
+// namedJSON is o's JSON, marshalled once per key. o is a pointer so that a
+// hit boxes nothing.
+func namedJSON[T any](c *encCache, o *named[T]) json.RawMessage {
+	if b, ok := c.get(o.key); ok {
+		return b
+	}
+	return c.put(o.key, &o.value)
+}
+
+// get is the JSON cached under key.
+func (c *encCache) get(key any) (json.RawMessage, bool) {
+	if c == nil {
+		return nil, false
+	}
+	b, ok := c.m.Load(key)
+	if !ok {
+		return nil, false
+	}
+	return b.(json.RawMessage), true
+}
+
+// put marshals v and keeps it under key, within maxEncoded.
+func (c *encCache) put(key, v any) json.RawMessage {
+	b, err := json.Marshal(v)
 	if err != nil {
 		// Kubernetes API types always marshal.
 		panic(err)

@@ -46,3 +46,14 @@ func PeakRSSMiB(pid int) float64 {
 	}
 	return float64(v) / (1 << 20)
 }
+
+// ProcessAlive says whether pid runs and is not a zombie: a killed process
+// stays in /proc until its parent reaps it.
+func ProcessAlive(pid string) bool {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
