@@ -166,8 +166,9 @@ func envInt(name string, def int) int {
 }
 
 // envDuration accepts Go durations ("10s"); Argo CD's variable also takes them.
+// Unlike envDurationStrict, a value that is not one, or not positive, takes def.
 func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+	if v, err := envDurationStrict(name, def); err == nil && v > 0 {
 		return v
 	}
 	return def

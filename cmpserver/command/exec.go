@@ -188,8 +188,10 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	if state != nil && !state.Success() {
 		code = exitLabel(state)
 	}
+	// stderr is read into a string once, for the report, the log and the error.
+	errText := stderr.String()
 	r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
-		Stderr: stderr.String(), StdoutBytes: stdout.size, Stopped: reason()})
+		Stderr: errText, StdoutBytes: stdout.size, Stopped: reason()})
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
 		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
 
@@ -200,10 +202,10 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 		return nil, fmt.Errorf("`%s` failed: error storing its output: %w", display, stdout.err)
 	}
 	if err != nil {
-		return nil, commandError(display, err, state, reason(), strings.TrimSpace(stderr.String()))
+		return nil, commandError(display, err, state, reason(), strings.TrimSpace(errText))
 	}
-	if stderr.buf.Len() > 0 {
-		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", stderr.String()))
+	if errText != "" {
+		r.log.Info("command stderr", zap.String("phase", phase), zap.String("stderr", errText))
 	}
 	ok = true
 	return stdout, nil

@@ -128,45 +128,35 @@ func (a *adopter) inline(pc *pluginCtx, text string) (json.RawMessage, []string)
 				"to serialise this plugin's commands, set spec.allowConcurrency: false")
 		}
 	}
-	raw, problems := judgedInline(doc)
-	if len(problems) == 0 {
-		a.versionNotice(pc.id(), pc.name, raw)
+	raw, pl, problems := judgedInline(doc)
+	if n := pl.VersionNotice(); len(problems) == 0 && n != "" {
+		// Argo CD 4.0 refuses spec.version (pluginconfig.VersionNotice).
+		a.f.add(Warning, CodeSpecVersion, pc.id(), pc.name, n, "rename the plugin in plugins."+pc.name+".config.inline before upgrading to Argo CD 4.0")
 	}
 	return raw, problems
 }
 
-// versionNotice warns of an adopted plugin.yaml's spec.version, which
-// Argo CD 4.0 refuses (pluginconfig.VersionNotice).
-func (a *adopter) versionNotice(object, plugin string, raw json.RawMessage) {
-	pl, _, err := pluginconfig.Parse(raw)
-	if err != nil {
-		return // judged already
-	}
-	if n := pl.VersionNotice(); n != "" {
-		a.f.add(Warning, CodeSpecVersion, object, plugin, n, "rename the plugin in plugins."+plugin+".config.inline before upgrading to Argo CD 4.0")
-	}
-}
-
-// judgedInline checks doc with the plugin server's parser, strictly.
-func judgedInline(doc map[string]any) (json.RawMessage, []string) {
+// judgedInline checks doc with the plugin server's parser, strictly, and
+// returns it with the plugin as parsed (nil when it does not parse).
+func judgedInline(doc map[string]any) (json.RawMessage, *pluginconfig.Plugin, []string) {
 	y, err := yaml.Marshal(doc)
 	if err != nil {
-		return nil, []string{err.Error()}
+		return nil, nil, []string{err.Error()}
 	}
 	pl, warnings, err := pluginconfig.Parse(y)
 	if err != nil {
-		return nil, []string{err.Error()}
+		return nil, nil, []string{err.Error()}
 	}
 	problems := warnings
 	if err := pl.Validate(); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
-		return nil, problems
+		return nil, pl, problems
 	}
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, []string{err.Error()}
+		return nil, pl, []string{err.Error()}
 	}
-	return raw, nil
+	return raw, pl, nil
 }

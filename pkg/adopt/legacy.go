@@ -134,7 +134,7 @@ func (a *adopter) adoptLegacyPlugin(cm *object, rs *host, lp legacyPlugin) (stri
 		spec["allowConcurrency"] = false
 	}
 	doc := map[string]any{"apiVersion": pluginAPIVersion, "kind": pluginKind, "metadata": map[string]any{"name": lp.Name}, "spec": spec}
-	raw, problems := judgedInline(roundTrip(doc))
+	raw, _, problems := judgedInline(roundTrip(doc))
 	if len(problems) > 0 {
 		a.f.add(Essential, CodeConfigInvalid, id, name,
 			legacyPluginsNote+lp.Name+" does not make a valid sidecar plugin.yaml: "+strings.Join(problems, "; "), "fix the plugin and run adopt again")

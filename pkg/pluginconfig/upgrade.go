@@ -11,9 +11,9 @@ import "fmt"
 // does.
 
 // VersionNotice says how to drop spec.version before Argo CD 4.0, or "" when
-// the plugin does not set it.
+// the plugin does not set it (or is nil).
 func (p *Plugin) VersionNotice() string {
-	if p.Spec.Version == "" {
+	if p == nil || p.Spec.Version == "" {
 		return ""
 	}
 	renamed := p.WithoutVersion()

@@ -104,8 +104,7 @@ const copyutilNow = `          command: [sh, -c]
 func (r ArgoRelease) Copyutil() string {
 	v, err := utilversion.ParseSemantic(r.Version)
 	switch {
-	case err != nil, v.AtLeast(utilversion.MustParseSemantic("v3.4.0")),
-		v.AtLeast(utilversion.MustParseSemantic("v3.3.7")):
+	case err != nil, v.AtLeast(utilversion.MustParseSemantic("v3.3.7")): // v3.4.0 and later too
 		return copyutilNow
 	case v.AtLeast(utilversion.MustParseSemantic("v3.3.0")):
 		// argo-cd #24665 and #24708 (v3.3.0): the link, not yet forced.

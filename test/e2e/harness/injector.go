@@ -185,17 +185,8 @@ func (in *Injector) TLSClient() *http.Client {
 // RenderCatalog renders the chart's catalog (its ConfigMap's catalog.yaml)
 // with the real helm binary and the given helm flags, e.g. -f VALUES.
 func RenderCatalog(chartDir, kubeVersion string, args ...string) ([]byte, error) {
-	helm, err := Tool("helm")
+	out, err := helmTemplate(chartDir, kubeVersion, "templates/catalog-configmap.yaml", args...)
 	if err != nil {
-		return nil, err
-	}
-	out, err := exec.Command(helm, append([]string{"template", "cmp-injector", chartDir, "--namespace", "cmp-injector",
-		"--kube-version", kubeVersion, "--show-only", "templates/catalog-configmap.yaml"}, args...)...).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, fmt.Errorf("helm template: %w\n%s", err, ee.Stderr)
-		}
 		return nil, err
 	}
 	var cm struct {
@@ -210,26 +201,36 @@ func RenderCatalog(chartDir, kubeVersion string, args ...string) ([]byte, error)
 	return []byte(cm.Data["catalog.yaml"]), nil
 }
 
-// RenderWebhook renders the chart's MutatingWebhookConfiguration with the real
-// helm binary, pointed at url with caBundle, and returns it as a JSON-able map.
-func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (map[string]any, error) {
+// helmTemplate renders one template of the chart (release cmp-injector in
+// namespace cmp-injector) with the real helm binary; its error carries
+// helm's stderr.
+func helmTemplate(chartDir, kubeVersion, template string, args ...string) ([]byte, error) {
 	helm, err := Tool("helm")
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"template", "cmp-injector", chartDir, "--namespace", "cmp-injector",
-		"--kube-version", kubeVersion, "--show-only", "templates/mutatingwebhookconfiguration.yaml",
-		"--set", "certificates.mode=secret", "--set", "certificates.caBundle=" + caBundle,
-		"--set", "webhook.url=" + url}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := exec.Command(helm, args...).Output()
+	out, err := exec.Command(helm, append([]string{"template", "cmp-injector", chartDir, "--namespace", "cmp-injector",
+		"--kube-version", kubeVersion, "--show-only", template}, args...)...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			return nil, fmt.Errorf("helm template: %w\n%s", err, ee.Stderr)
 		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// RenderWebhook renders the chart's MutatingWebhookConfiguration with the real
+// helm binary, pointed at url with caBundle, and returns it as a JSON-able map.
+func RenderWebhook(chartDir, kubeVersion, url, caBundle string, set ...string) (map[string]any, error) {
+	args := []string{"--set", "certificates.mode=secret", "--set", "certificates.caBundle=" + caBundle,
+		"--set", "webhook.url=" + url}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := helmTemplate(chartDir, kubeVersion, "templates/mutatingwebhookconfiguration.yaml", args...)
+	if err != nil {
 		return nil, err
 	}
 	obj := map[string]any{}
