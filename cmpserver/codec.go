@@ -3,9 +3,12 @@ package cmpserver
 import (
 	"encoding/binary"
 
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 )
 
 // encodedManifests is a plugin.ManifestResponse built in its wire form while
@@ -18,6 +21,11 @@ type encodedManifests struct {
 	chunks [][]byte
 	size   int
 	count  int
+}
+
+// traceAttributes describe the answer on its span (tracing.SpanSend).
+func (m *encodedManifests) traceAttributes() []attribute.KeyValue {
+	return []attribute.KeyValue{tracing.AttrManifests.Int(m.count), tracing.AttrResponseBytes.Int(m.size)}
 }
 
 // manifestChunk is the size of one buffer; a larger object gets its own.

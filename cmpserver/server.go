@@ -15,15 +15,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -80,6 +84,9 @@ type Options struct {
 	// serving.DefaultMetricsMaxConnections and its per-address default).
 	MetricsConns serving.MetricsConns
 	Logger       *zap.Logger
+	// Tracer, when set, makes each request a trace, or a part of the
+	// repo-server's (cmpserver/tracing); nil: no span is made.
+	Tracer *tracing.Tracer
 	// LogLevel and LogFormat are the server's --loglevel and --logformat (Argo CD's
 	// names, any case; "" takes its defaults info and json). Every command sees
 	// them as ARGOCD_LOG_LEVEL and ARGOCD_LOG_FORMAT, spelled as Argo CD exports
@@ -216,22 +223,42 @@ func New(opts Options) (*Server, error) {
 	}}
 	cfgs.install(first)
 	rq := &requestRunner{configs: cfgs, log: opts.Logger, limits: opts.Limits, idle: opts.StreamIdleTimeout,
-		trees: unpack.NewTrees(), removals: &removals{}, metrics: m}
+		trees: unpack.NewTrees(), removals: &removals{}, metrics: m, redact: opts.Exec.Redact}
 	if opts.MaxConcurrentStreams > 0 {
 		rq.streams = make(chan struct{}, opts.MaxConcurrentStreams)
 	}
 	s := &Server{opts: opts, log: opts.Logger, metrics: m, configs: cfgs, requests: rq, idle: newIdleMemory(opts.ReturnMemoryAfter)}
-	s.grpc = grpc.NewServer(
+	s.grpc = grpc.NewServer(append(traceOptions(opts.Tracer),
 		grpc.MaxRecvMsgSize(opts.MaxMsgSize),
 		grpc.MaxSendMsgSize(opts.MaxMsgSize),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(m.unaryInterceptor, s.idle.unaryInterceptor, redactUnary(opts.Exec.Redact)),
 		grpc.ChainStreamInterceptor(m.streamInterceptor, s.idle.streamInterceptor, redactStream(opts.Exec.Redact)),
-	)
+	)...)
 	s.sock = newSocket(s.grpc.Serve)
 	pluginpb.RegisterConfigManagementPluginServiceServer(s.grpc, &service{r: rq})
 	return s, nil
+}
+
+// traceOptions install the stats handler that begins each request's span,
+// in the trace the repo-server's metadata names (none without a tracer). The
+// span's status is the error the interceptors return, redacted.
+// CheckPluginConfiguration is left out: the kubelet's probe (cmp-server
+// probe) calls it every few seconds, each call a trace of its own.
+func traceOptions(t *tracing.Tracer) []grpc.ServerOption {
+	if t == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(t.Provider),
+		otelgrpc.WithPropagators(t.Propagator),
+		// The server's metrics are its Prometheus ones.
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
+			return info.FullMethodName != pluginpb.ConfigManagementPluginService_CheckPluginConfiguration_FullMethodName
+		}),
+	))}
 }
 
 // askPassBin links Argo CD's askpass program name to this server in a private

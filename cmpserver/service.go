@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,8 +17,11 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
 	"github.com/cmp-injector/cmp-injector/cmpserver/request"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 // service implements plugin.ConfigManagementPluginService. Errors are plain Go
@@ -40,6 +44,8 @@ type requestRunner struct {
 	// removals remove request dirs after their responses (cleanup.go).
 	removals *removals
 	metrics  *metrics
+	// redact words a traced request's error as the client is told it.
+	redact *redact.Redactor
 }
 
 func (svc *service) CheckPluginConfiguration(context.Context, *emptypb.Empty) (*pluginpb.CheckPluginConfigurationResponse, error) {
@@ -54,17 +60,13 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
 	cfg := svc.r.configs.get()
-	manifests, err := withRepo(svc.r, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
+	return withRepo(svc.r, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
 		m := &encodedManifests{}
 		if err := cfg.engine.Generate(ctx, ws, m); err != nil {
 			return nil, fmt.Errorf("error generating manifests: %w", err)
 		}
 		return m, nil
-	})
-	if err != nil {
-		return err
-	}
-	return stream.SendMsg(manifests)
+	}, func(m *encodedManifests) error { return stream.SendMsg(m) })
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
@@ -72,43 +74,69 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 	configured := cfg.plugin.DiscoveryConfigured()
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	supported, err := withRepo(svc.r, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
+	return withRepo(svc.r, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
 		ok, err := cfg.engine.Match(ctx, ws)
 		if err != nil {
 			return false, fmt.Errorf("match repository error: %w", err)
 		}
 		return ok, nil
+	}, func(supported bool) error {
+		return stream.SendAndClose(&pluginpb.RepositoryResponse{IsSupported: supported, IsDiscoveryEnabled: configured})
 	})
-	if err != nil {
-		return err
-	}
-	return stream.SendAndClose(&pluginpb.RepositoryResponse{IsSupported: supported, IsDiscoveryEnabled: configured})
 }
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
 	cfg := svc.r.configs.get()
-	resp, err := withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
+	return withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
 		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
 			return nil, fmt.Errorf("get parameters announcement error: %w", err)
 		}
 		return &pluginpb.ParametersAnnouncementResponse{ParameterAnnouncements: pluginpb.FromAnnouncements(as)}, nil
-	})
-	if err != nil {
-		return err
-	}
-	return stream.SendAndClose(resp)
+	}, stream.SendAndClose)
 }
 
-// withRepo runs one request (package request) and returns fn's answer: the
-// repository received and unpacked, fn run on it, the dir removed. The
-// request runs on cfg, the configuration current when it started, to its
-// end. Logs carry a request id and the configuration's hash, never env
+// withRepo runs one request (package request) and sends fn's answer: the
+// repository received and unpacked, fn run on it, the dir removed, the answer
+// sent. The request runs on cfg, the configuration current when it started,
+// to its end. Logs carry a request id and the configuration's hash, never env
 // values.
-func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
+func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error), send func(T) error) error {
+	id := newRequestID()
+	ctx, span := tracing.Begin(stream.Context(), requestSpan(rpc))
+	if span.Recording() {
+		span.Set(tracing.AttrPlugin.String(cfg.plugin.Metadata.Name), tracing.AttrConfigHash.String(cfg.hash), tracing.AttrRequestID.String(id))
+	}
+	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, fn)
+	if err == nil {
+		_, sending := tracing.Begin(ctx, tracing.SpanSend)
+		if d, ok := any(out).(interface{ traceAttributes() []attribute.KeyValue }); ok && sending.Recording() {
+			sending.Set(d.traceAttributes()...)
+		}
+		err = send(out)
+		sending.End(err)
+	}
+	if span.Recording() {
+		span.End(s.redact.Error(err))
+	}
+	return err
+}
+
+// requestSpan names a request's span by its RPC (tracing.SpanGenerate ...).
+func requestSpan(rpc string) string {
+	switch rpc {
+	case "GenerateManifest":
+		return tracing.SpanGenerate
+	case "MatchRepository":
+		return tracing.SpanMatch
+	}
+	return tracing.SpanParameters
+}
+
+// runRequest is withRepo's request, its span begun.
+func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stream, id, rpc string, extract bool, cfg *loaded, span *tracing.Span, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
 	var zero T
-	ctx := stream.Context()
-	log := s.log.With(zap.String("request_id", newRequestID()), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
+	log := s.log.With(zap.String("request_id", id), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
 		log = log.With(zap.Duration("deadline_in", time.Until(d).Round(time.Millisecond)))
 	} else {
@@ -136,6 +164,9 @@ func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract
 	rq.Admit = admission(s.metrics, rpc, cfg, log)
 	rq.Received = func(repo *unpack.Repo) {
 		s.metrics.received(rpc, repo.Size)
+		if span.Recording() {
+			span.Set(appAttributes(repo.Meta)...)
+		}
 		rq.Log.Debug("repository received", zap.Int64("compressed_bytes", repo.Size),
 			zap.String("env_names", command.EnvNames(repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
 	}
@@ -163,6 +194,24 @@ func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract
 		log.Warn("request failed", zap.Error(err), zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.SinceHeader()))
 	}
 	return zero, err
+}
+
+// appAttributes are the app a request renders, from the env the repo-server
+// sends (names only Argo CD sets; a plugin's own ARGOCD_ENV_ values are never
+// read).
+func appAttributes(meta *pluginpb.ManifestRequestMetadata) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{tracing.AttrAppPath.String(meta.GetAppRelPath())}
+	for _, e := range meta.GetEnv() {
+		switch e.GetName() {
+		case keys.EnvAppName:
+			attrs = append(attrs, tracing.AttrApp.String(e.GetValue()))
+		case keys.EnvAppNamespace:
+			attrs = append(attrs, tracing.AttrAppNS.String(e.GetValue()))
+		case keys.EnvAppProjectName:
+			attrs = append(attrs, tracing.AttrProject.String(e.GetValue()))
+		}
+	}
+	return attrs
 }
 
 // deadlineStatus gives an error of a request that ran past its deadline (a

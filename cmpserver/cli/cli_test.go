@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing/otlptest"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
@@ -123,8 +124,14 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	t.Parallel()
 	configDir, socketDir, workDir := layout(t, slowPlugin)
 	// No subcommand and a flag first: serves, as argocd-cmp-server does; the
-	// Argo CD flag name --config-dir-path is accepted.
-	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s", "--otlp-address", "collector:4317")
+	// Argo CD flag name --config-dir-path is accepted. Traces go to a real
+	// OTLP receiver, and those still batched are sent before the exit.
+	recv, err := otlptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Stop()
+	cmd := exec.Command(binary, "--loglevel", "debug", "--config-dir-path", configDir, "--shutdown-grace", "20s", "--otlp-address", recv.Addr)
 	cmd.Env = append(os.Environ(), "ARGOCD_PLUGINSOCKFILEPATH="+socketDir, "ARGOCD_CMP_WORKDIR="+workDir)
 	logs, exited := startCmd(t, cmd)
 	socket := filepath.Join(socketDir, "slow.sock")
@@ -170,7 +177,16 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 	if _, err := os.Stat(socket); !os.IsNotExist(err) {
 		t.Errorf("socket still present: %v", err)
 	}
-	for _, want := range []string{`--otlp-address is ignored`, `"msg":"shutting down: draining in-flight requests"`, `"request_id"`, `"msg":"cmp-server stopped"`} {
+	names := map[string]bool{}
+	for _, sp := range recv.Spans() {
+		names[sp.Name] = true
+	}
+	for _, want := range []string{"plugin.ConfigManagementPluginService/GenerateManifest", "plugin.generateManifestGeneric", "plugin.runCommand"} {
+		if !names[want] {
+			t.Errorf("no span %q reached the collector by the exit: %v", want, names)
+		}
+	}
+	for _, want := range []string{`"msg":"traces are sent to an OpenTelemetry collector"`, `"msg":"shutting down: draining in-flight requests"`, `"request_id"`, `"msg":"cmp-server stopped"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver"
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -107,9 +108,9 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		return fs.Errorf("%v", err)
 	}
 	level, format := logFlags(fs.FlagSet)
-	otlp := map[string]*string{}
-	for _, name := range []string{"otlp-address", "otlp-insecure", "otlp-headers", "otlp-attrs", "otlp-sample-ratio"} {
-		otlp[name] = fs.String(name, "", "accepted for compatibility with argocd-cmp-server; tracing is not implemented")
+	var traceCfg tracing.Config
+	if err := tracing.Flags(fs.FlagSet, &traceCfg); err != nil {
+		return fs.Errorf("%v", err)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -119,11 +120,27 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		return fs.Errorf("%v", err)
 	}
 	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
-	for name, v := range otlp {
-		if *v != "" {
-			log.Warn("--" + name + " is ignored: tracing is not implemented")
-		}
+	if err := errors.Join(traceCfg.Problems()...); err != nil {
+		return fs.Errorf("%v", err)
 	}
+	tracer, err := tracing.Start(ctx, traceCfg, version.Version)
+	if err != nil {
+		return fs.Errorf("%v", err)
+	}
+	if tracer != nil {
+		log.Info("traces are sent to an OpenTelemetry collector", zap.String("otlp_address", traceCfg.Address),
+			zap.Bool("insecure", traceCfg.Insecure), zap.Strings("header_names", traceCfg.HeaderNames()), zap.Float64("sample_ratio", traceCfg.SampleRatio))
+		defer func() {
+			// Spans still batched are sent before the sidecar exits; a
+			// collector that is gone costs at most this long.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				log.Warn("traces not sent at shutdown", zap.Error(err))
+			}
+		}()
+	}
+	opts.Tracer = tracer
 	// The library reads 0 as "default"; on the command line 0 means "off".
 	// The server loads the file and reloads it when it changes.
 	opts.ConfigPath = pluginconfig.ConfigPath(configDir)

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/askpass"
-
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unlinked"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -151,10 +151,27 @@ func NewRunner(opts Options, log *zap.Logger, obs Observer) *Runner {
 // whichever comes first, and SIGKILL after the grace period. Whatever is left of
 // the command after it exits is killed too: its group, and processes that left
 // the group but carry its keys.EnvCommandID (see procs.go).
+//
+// In a traced request the command is a span (tracing.SpanCommand) with its
+// program, phase and exit.
 func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, ws Place) (*Output, error) {
+	ctx, span := tracing.Begin(ctx, tracing.SpanCommand)
+	out, err := r.run(ctx, phase, c, ws, span)
+	if span.Recording() {
+		// The error as the client is told it (the server's interceptor
+		// redacts it again on its way out).
+		span.End(r.opts.Redact.Error(err))
+	}
+	return out, err
+}
+
+func (r *Runner) run(ctx context.Context, phase string, c pluginconfig.Command, ws Place, span *tracing.Span) (*Output, error) {
 	argv := append(append([]string{}, c.Command...), c.Args...)
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("Command is empty") //nolint:staticcheck // Argo CD's text, to the letter
+	}
+	if span.Recording() {
+		span.Set(tracing.AttrCommand.String(argv[0]), tracing.AttrPhase.String(phase))
 	}
 	display := formatArgv(argv)
 	if argv[0] == keys.PluginServerPath {
@@ -180,7 +197,9 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	state, err, startErr := r.execute(ctx, argv, ws, stdout, stderr)
 	elapsed := time.Since(start)
 	if startErr != nil {
-		r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: "start_error", Duration: elapsed, Stderr: startErr.Error()})
+		rep := Report{Phase: phase, Argv: display, Exit: "start_error", Duration: elapsed, Stderr: startErr.Error()}
+		r.obs.CommandDone(rep)
+		traceReport(span, rep)
 		// Argo CD returns exec's error as is; the command follows as our detail.
 		return nil, fmt.Errorf("%w (starting `%s`)", startErr, display)
 	}
@@ -190,8 +209,10 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	}
 	// stderr is read into a string once, for the report, the log and the error.
 	errText := stderr.String()
-	r.obs.CommandDone(Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
-		Stderr: errText, StdoutBytes: stdout.size, Stopped: reason()})
+	rep := Report{Phase: phase, Argv: display, Exit: code, Duration: elapsed,
+		Stderr: errText, StdoutBytes: stdout.size, Stopped: reason()}
+	r.obs.CommandDone(rep)
+	traceReport(span, rep)
 	r.log.Debug("command finished", zap.String("phase", phase), zap.String("argv", display),
 		zap.String("exit", code), zap.Duration("duration", elapsed), zap.Int64("stdout_bytes", stdout.size))
 
@@ -209,6 +230,21 @@ func (r *Runner) Run(ctx context.Context, phase string, c pluginconfig.Command, 
 	}
 	ok = true
 	return stdout, nil
+}
+
+// traceReport puts how a command ended on its span: never its argv or
+// stderr, which may carry values of secrets.
+func traceReport(span *tracing.Span, rep Report) {
+	if !span.Recording() {
+		return
+	}
+	span.Set(tracing.AttrExit.String(rep.Exit), tracing.AttrStdout.Int64(rep.StdoutBytes))
+	if code, err := strconv.Atoi(rep.Exit); err == nil {
+		span.Set(tracing.AttrExitCode.Int(code))
+	}
+	if rep.Stopped != "" {
+		span.Set(tracing.AttrStopped.String(rep.Stopped))
+	}
 }
 
 // execute runs argv in its own process group until it and whatever it left

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
@@ -71,7 +72,7 @@ const (
 func Run[T any](ctx context.Context, r *Request, stream unpack.Stream, fn func(context.Context, *engine.Workspace) (T, error)) (T, Stage, error) {
 	var zero T
 	defer r.end()
-	if refused, err := r.receive(stream); err != nil {
+	if refused, err := r.receive(ctx, stream); err != nil {
 		if refused {
 			return zero, StageAdmit, err
 		}
@@ -108,10 +109,13 @@ func (r *Request) begin() error {
 
 // receive reads the stream, unpacking it where target says. A fresh shared
 // tree is sealed and shared with later requests once complete (seal.go);
-// refused says Admit refused the header.
-func (r *Request) receive(stream unpack.Stream) (refused bool, err error) {
+// refused says Admit refused the header. The header's wait and the body are
+// spans of ctx's trace (tracing.SpanReceive, tracing.SpanUntgz).
+func (r *Request) receive(ctx context.Context, stream unpack.Stream) (refused bool, err error) {
 	rc := unpack.NewReceiver(stream, r.Limits, r.Idle)
+	_, span := tracing.Begin(ctx, tracing.SpanReceive)
 	meta, err := rc.Header()
+	span.End(err)
 	if err != nil {
 		return false, err
 	}
@@ -130,7 +134,16 @@ func (r *Request) receive(stream unpack.Stream) (refused bool, err error) {
 		_, _ = rc.Body(meta, nil)
 		return refused, err
 	}
-	if r.repo, err = rc.Body(meta, r.target(meta)); err != nil {
+	_, span = tracing.Begin(ctx, tracing.SpanUntgz)
+	r.repo, err = rc.Body(meta, r.target(meta))
+	if span.Recording() && r.repo != nil {
+		span.Set(tracing.AttrBytes.Int64(r.repo.Size), tracing.AttrFiles.Int(r.repo.Files))
+		if r.Trees != nil {
+			span.Set(tracing.AttrSharedTree.Bool(r.lease != nil && !r.lease.Fresh()))
+		}
+	}
+	span.End(err)
+	if err != nil {
 		return false, err
 	}
 	r.Log = r.Log.With(zap.String("app_rel_path", meta.GetAppRelPath()))

@@ -102,14 +102,17 @@ type extractOptions struct {
 	// directory once the tree is complete (a tree shared between requests).
 	readOnly bool
 	gate     func(int64) error // see extractor.gate
-	// stats, if set, is given the extraction's counts (tests).
+	// stats, if set, is given the extraction's counts (the entries for the
+	// request's trace; the link work for tests).
 	stats *extractStats
 	// linkSteps replaces maxSymlinkSteps when > 0 (tests).
 	linkSteps int
 }
 
-// extractStats counts the work of resolving symlinks, which tests bound.
+// extractStats counts the entries unpacked and the work of resolving
+// symlinks, which tests bound.
 type extractStats struct {
+	files     int // tar entries read
 	linkSteps int // path components walked and links followed
 	lstats    int // Lstat calls made to resolve links
 }
@@ -132,7 +135,7 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 	x.readOnly = o.readOnly
 	x.linkSteps = cmp.Or(o.linkSteps, maxSymlinkSteps)
 	if o.stats != nil {
-		defer func() { *o.stats = x.stats }()
+		defer func() { x.stats.files = x.files; *o.stats = x.stats }()
 	}
 	if err := x.run(gz); err != nil {
 		return err

@@ -30,6 +30,9 @@ type Stream interface {
 type Repo struct {
 	Meta *pluginpb.ManifestRequestMetadata
 	Size int64 // compressed bytes received
+	// Files is the number of tar entries unpacked (0 when the stream was only
+	// read: a match without discovery, or a shared tree found ready).
+	Files int
 	// Tgz is the received tarball (Size bytes, unlinked) when Target.Keep
 	// asked for it; the caller closes it.
 	Tgz *os.File
@@ -206,6 +209,7 @@ func (r *Receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *Target) 
 		if err := un.finish(); err != nil {
 			return nil, unpackError(err)
 		}
+		repo.Files = un.stats.files
 		repo.Tgz = r.keepSpool(un)
 	}
 	return repo, nil
@@ -337,6 +341,8 @@ type streamUnpack struct {
 	checked bool
 	// keep: see Target.Keep; kept: the caller took the spool's file.
 	keep, kept bool
+	// stats are the extraction's counts, read once done is closed.
+	stats extractStats
 }
 
 func startUnpack(to *Target) (*streamUnpack, error) {
@@ -347,7 +353,7 @@ func startUnpack(to *Target) (*streamUnpack, error) {
 	u := &streamUnpack{sp: sp, limits: to.Limits, done: make(chan struct{}), keep: to.Keep}
 	go func() {
 		defer close(u.done)
-		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, gate: u.gate})
+		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, gate: u.gate, stats: &u.stats})
 	}()
 	return u, nil
 }

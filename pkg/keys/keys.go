@@ -167,6 +167,21 @@ const (
 	// EnvCMPServerLogLevel and EnvCMPServerLogFormat default --loglevel and --logformat.
 	EnvCMPServerLogLevel  = "ARGOCD_CMP_SERVER_LOGLEVEL"
 	EnvCMPServerLogFormat = "ARGOCD_CMP_SERVER_LOGFORMAT"
+	// The OTLP settings default --otlp-address, --otlp-insecure,
+	// --otlp-headers, --otlp-attrs and --otlp-sample-ratio, as argocd-cmp-server's.
+	EnvCMPServerOTLPAddress     = "ARGOCD_CMP_SERVER_OTLP_ADDRESS"
+	EnvCMPServerOTLPInsecure    = "ARGOCD_CMP_SERVER_OTLP_INSECURE"
+	EnvCMPServerOTLPHeaders     = "ARGOCD_CMP_SERVER_OTLP_HEADERS"
+	EnvCMPServerOTLPAttrs       = "ARGOCD_CMP_SERVER_OTLP_ATTRS"
+	EnvCMPServerOTLPSampleRatio = "ARGOCD_CMP_SERVER_OTLP_SAMPLE_RATIO"
+	// The OpenTelemetry exporter's own TLS files, read as Argo CD's tracer
+	// reads them: the signal's name wins over the generic one.
+	EnvOTLPTracesCertificate       = "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+	EnvOTLPCertificate             = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+	EnvOTLPTracesClientCertificate = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"
+	EnvOTLPClientCertificate       = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+	EnvOTLPTracesClientKey         = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"
+	EnvOTLPClientKey               = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
 	// EnvPluginEnvPrefix starts each spec.source.plugin.env entry in a plugin's env.
 	EnvPluginEnvPrefix = "ARGOCD_ENV_"
 	// EnvLogLevel and EnvLogFormat carry the plugin server's own log level (logrus
