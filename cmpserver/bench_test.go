@@ -1,13 +1,21 @@
 package cmpserver
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
@@ -58,4 +66,41 @@ spec:` + extra + `
 	}
 	b.StopTimer()
 	b.ReportMetric(servingtest.PeakRSSMiB(os.Getpid()), "peakRSS-MB")
+}
+
+// BenchmarkGenerateSmallRepo is a one-file repository and a one-line
+// generate: the request's fixed costs, where the cost of tracing shows if
+// anywhere. untraced is the server with no --otlp-address (no stats handler,
+// no span); traced records every phase into an exporter that keeps nothing.
+func BenchmarkGenerateSmallRepo(b *testing.B) {
+	b.Run("untraced", func(b *testing.B) { benchSmall(b, nil) })
+	b.Run("traced", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		benchSmall(b, &tracing.Tracer{Provider: tp, Propagator: propagation.TraceContext{}})
+	})
+}
+
+func benchSmall(b *testing.B, tr *tracing.Tracer) {
+	root := writeTree(b, map[string]string{"app.yaml": "a: b\n"})
+	ts := startServer(b, "kind: ConfigManagementPlugin\nmetadata: {name: small}\nspec:\n  generate:\n    command: [sh, -c, 'cat app.yaml']\n",
+		func(o *Options) { o.Tracer = tr })
+	c := ts.dial(b)
+	ctx := context.Background()
+	if tr != nil {
+		// A request in a sampled trace, as the repo-server sends it.
+		var span interface{ End(...trace.SpanEndOption) }
+		ctx, span = sdktrace.NewTracerProvider().Tracer("repo-server").Start(ctx, "reposerver.GenerateManifest")
+		defer span.End()
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		ctx = metadata.AppendToOutgoingContext(ctx, "traceparent", carrier["traceparent"])
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if got, err := c.Generate(ctx, client.Request{RepoRoot: root}); err != nil || len(got) != 1 {
+			b.Fatalf("%q %v", got, err)
+		}
+	}
 }
