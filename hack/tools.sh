@@ -316,15 +316,26 @@ build_matrix_kube() {
 }
 
 build_matrix_argocd() {
-  local out=$1 v=$2 dir major short tc src f
+  local out=$1 v=$2 dir major short tc src f sedexpr
   major=$(echo "$v" | cut -d. -f1)
   short=$(echo "$v" | cut -d. -f1,2 | sed 's/^v//')
-  dir="$CACHE/.modules/argocd-$v"
+  dir="$CACHE/.modules/argocd-$v${BUILD_KEY:+-$BUILD_KEY}"
   # Argo CD's ./gitops-engine: from v3.6 the published gitops-engine/v3 module of
   # the same release; before that the replace is dropped and the pseudo-version
   # the release requires is taken from the proxy (a cell says so if it is not served).
-  tc=$(matrix_module "$dir" "github.com/argoproj/argo-cd/$major" "$v" \
-    "s#^(.*gitops-engine/v3) => \./gitops-engine\$#\1 => github.com/argoproj/argo-cd/gitops-engine/v3 $v#")
+  sedexpr="s#^(.*gitops-engine/v3) => \./gitops-engine\$#\1 => github.com/argoproj/argo-cd/gitops-engine/v3 $v#"
+  if [ -n "${ARGOCD_SOURCE:-}" ]; then
+    # Built from source (make e2e-matrix ARGOCD_SOURCE=DIR, never CI): v3.4 and
+    # v3.5 require a gitops-engine pseudo-version the proxy refuses; the
+    # release's own gitops-engine/ directory, exported from its tag in the git
+    # repository DIR (e.g. the argo-cd snapshot the fetch tool gives), takes its
+    # place, as Argo CD's own ./gitops-engine replace does in its tree.
+    rm -rf "$dir/gitops-engine"
+    mkdir -p "$dir"
+    git --git-dir="$ARGOCD_SOURCE" archive "$v" gitops-engine | tar -x -C "$dir"
+    sedexpr="s#=> \./gitops-engine\$#=> $dir/gitops-engine#"
+  fi
+  tc=$(matrix_module "$dir" "github.com/argoproj/argo-cd/$major" "$v" "$sedexpr")
   mkdir -p "$dir/repoclient"
   sed "s#github.com/argoproj/argo-cd/v3/#github.com/argoproj/argo-cd/$major/#" \
     "$ROOT/test/e2e/tools/argocd/repoclient/main.go" >"$dir/repoclient/main.go"
@@ -427,9 +438,11 @@ one() {
     link "kube-controller-manager-$m" "$CACHE/kube-apiserver-$m-${1#kube@}" ;;
   argocd@v*)
     m=$(echo "${1#argocd@}" | cut -d. -f1,2 | sed 's/^v//')
+    # A build from source is cached apart from one from the proxy.
+    if [ -n "${ARGOCD_SOURCE:-}" ]; then export BUILD_KEY=src; fi
     # shellcheck disable=SC2086
     cached "argocd-$m" "${1#argocd@}" build_matrix_argocd "repoclient-$m" $ARGOCD_IMAGE_SCRIPTS
-    link "repoclient-$m" "$CACHE/argocd-$m-${1#argocd@}" ;;
+    link "repoclient-$m" "$CACHE/argocd-$m-${1#argocd@}${BUILD_KEY:+-$BUILD_KEY}" ;;
   *) log "unknown tool $1"; exit 2 ;;
   esac
 }

@@ -40,6 +40,12 @@ GOLANGCI_LINT_VERSION=v2.15.0
 # v3.2.12 (whose tree does not compile); see test/e2e/README.md.
 MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15 v1.27.16"
 MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.3.10 v3.2.12 v3.2.11 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.7 v2.10.12"
+# Argo CD releases the proxy cannot build (each v3.4 and v3.5 patch requires an
+# in-repository gitops-engine pseudo-version it refuses), built from their tags
+# with their own ./gitops-engine when the matrix is given the argo-cd git
+# repository (-argocd-source DIR: the fetch tool's snapshot, whose newest tags
+# of the two lines are these). Never CI.
+MATRIX_ARGOCD_SOURCE="v3.5.1 v3.4.7"
 
 # The plugin library (deploy/plugins/<name>/): each tool is built from the Go
 # module proxy at its pin, for bin/ by hack/tools.sh and into its plugin image by

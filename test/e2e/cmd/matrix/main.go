@@ -28,6 +28,9 @@ type options struct {
 	root, results, logDir string
 	kube, argo            []string
 	axes                  string
+	// argoSource is the argo-cd git repository the releases of
+	// MATRIX_ARGOCD_SOURCE are built from (-argocd-source); "": not built.
+	argoSource            string
 	resume, rerun, render bool
 	timeout               time.Duration
 }
@@ -53,6 +56,8 @@ func run() error {
 	flag.StringVar(&kube, "kube", pins["MATRIX_KUBE"], "Kubernetes releases, space or comma separated")
 	flag.StringVar(&argo, "argocd", pins["MATRIX_ARGOCD"], "Argo CD releases, space or comma separated")
 	flag.StringVar(&o.axes, "axes", "kubernetes,argocd", "which axes to run")
+	var argoSource string
+	flag.StringVar(&argoSource, "argocd-source", "", "an argo-cd git repository (e.g. the fetch tool's snapshot): also build and run MATRIX_ARGOCD_SOURCE's releases, which the proxy cannot build, from their tags (never CI)")
 	flag.StringVar(&o.results, "results", filepath.Join(root, "docs", "compatibility.json"), "results file (read with -resume and -render, written after each release)")
 	flag.StringVar(&o.logDir, "logs", filepath.Join(cacheDir(), "matrix-logs"), "directory for each release's build and test log")
 	flag.BoolVar(&o.resume, "resume", false, "keep the releases the results file has finished and run only the rest")
@@ -61,6 +66,12 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 40*time.Minute, "go test -timeout of one release")
 	flag.Parse()
 	o.kube, o.argo = fields(kube), fields(argo)
+	if argoSource != "" {
+		if o.argoSource, err = filepath.Abs(argoSource); err != nil {
+			return err
+		}
+		o.argo = append(o.argo, fields(pins["MATRIX_ARGOCD_SOURCE"])...)
+	}
 
 	res, err := loadResults(o.results)
 	if err != nil {
@@ -68,6 +79,9 @@ func run() error {
 	}
 	// What hack/versions.sh plans now, for the documents' "not run yet".
 	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), fields(pins["MATRIX_ARGOCD"])
+	if o.argoSource != "" {
+		res.PlannedArgo = append(res.PlannedArgo, fields(pins["MATRIX_ARGOCD_SOURCE"])...)
+	}
 	if o.render {
 		return write(o, res)
 	}
@@ -103,7 +117,7 @@ func run() error {
 			fmt.Printf("matrix: %s %s: done in an earlier run, kept\n", step.axis.name, step.version)
 			continue
 		}
-		row := r.row(ctx, step.axis, step.version)
+		row := r.row(ctx, step.axis, step.version, step.source)
 		row.Commit = res.Commit
 		if ctx.Err() != nil {
 			return fmt.Errorf("interrupted during %s %s; rerun with -resume", step.axis.name, step.version)
@@ -131,6 +145,9 @@ const vaultEnv = "E2E_VAULT=1"
 type step struct {
 	axis    axis
 	version string
+	// source is the git repository the release is built from (hack/tools.sh's
+	// ARGOCD_SOURCE); "": the Go module proxy.
+	source string
 }
 
 // plan is every release of the chosen axes, Kubernetes first.
@@ -179,12 +196,20 @@ func plan(o options, pins map[string]string) []step {
 	var steps []step
 	if strings.Contains(o.axes, "kubernetes") {
 		for _, v := range o.kube {
-			steps = append(steps, step{kube, v})
+			steps = append(steps, step{axis: kube, version: v})
 		}
 	}
 	if strings.Contains(o.axes, "argocd") {
+		fromSource := map[string]bool{}
+		for _, v := range fields(pins["MATRIX_ARGOCD_SOURCE"]) {
+			fromSource[v] = true
+		}
 		for _, v := range o.argo {
-			steps = append(steps, step{argo, v})
+			st := step{axis: argo, version: v}
+			if fromSource[v] && o.argoSource != "" {
+				st.source = o.argoSource
+			}
+			steps = append(steps, st)
 		}
 	}
 	return steps
@@ -235,7 +260,7 @@ func write(o options, res *Results) error {
 // so the matrix and the builds agree on every pin.
 func readPins(root string) (map[string]string, error) {
 	script := `. hack/versions.sh; eval "$(grep -E '^[A-Z_]+_VERSION=' hack/tools.sh)"; ` +
-		`for v in ETCD_VERSION KUBE_VERSION KUBE_PREV_VERSION ARGOCD_VERSION ARGOCD_V2_VERSION MATRIX_KUBE MATRIX_ARGOCD; do printf '%s=%s\n' "$v" "${!v}"; done`
+		`for v in ETCD_VERSION KUBE_VERSION KUBE_PREV_VERSION ARGOCD_VERSION ARGOCD_V2_VERSION MATRIX_KUBE MATRIX_ARGOCD MATRIX_ARGOCD_SOURCE; do printf '%s=%s\n' "$v" "${!v}"; done`
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = root
 	out, err := cmd.Output()

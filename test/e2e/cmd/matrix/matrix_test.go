@@ -226,3 +226,34 @@ func TestSuiteToolsAreTheMakefiles(t *testing.T) {
 		t.Errorf("the matrix's suite tools %v, the Makefile's E2E_TOOLS %v", got, want)
 	}
 }
+
+// A release of MATRIX_ARGOCD_SOURCE is built from the git repository given
+// with -argocd-source (hack/tools.sh's ARGOCD_SOURCE), and the documents say so.
+func TestReleasesBuiltFromSource(t *testing.T) {
+	pins := map[string]string{"KUBE_VERSION": "v1.37.2", "ARGOCD_VERSION": "v3.6.1", "MATRIX_ARGOCD_SOURCE": "v3.5.1 v3.4.7"}
+	o := options{axes: "argocd", argo: []string{"v3.6.1", "v3.5.1"}}
+	for _, st := range plan(o, pins) {
+		if st.source != "" {
+			t.Errorf("without -argocd-source, %s is built from %q", st.version, st.source)
+		}
+	}
+	o.argoSource = "/snap/argo-cd.git"
+	steps := plan(o, pins)
+	if len(steps) != 2 || steps[0].source != "" || steps[1].source != o.argoSource {
+		t.Fatalf("steps %+v: want v3.5.1 alone from source", steps)
+	}
+	if tools, env := steps[1].axis.tools("v3.5.1"); !contains(tools, "argocd@v3.5.1") || !contains(env, "E2E_ARGOCD=argocd-3.5:repoclient-3.5") {
+		t.Errorf("v3.5.1: tools %v, env %v", tools, env)
+	}
+	r := &Results{Argo: []Row{{Version: "v3.5.1", Build: "ok", BuildSeconds: 600, Source: "tag v3.5.1 of the argo-cd repository",
+		Scenarios: []Scenario{{Name: "TestRealChain", Result: "pass"}}}}, PlannedArgo: []string{"v3.5.1"}}
+	doc := renderDoc(r)
+	for _, want := range []string{"| source, 10m", "Argo CD v3.5.1 is built from source (tag v3.5.1 of the argo-cd repository", "not part of CI"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the document lacks %q:\n%s", want, doc)
+		}
+	}
+	if got := summary(r.Argo, r.PlannedArgo); got != "every scenario passes on v3.5.1 (built from source)" {
+		t.Errorf("summary %q", got)
+	}
+}

@@ -33,13 +33,16 @@ type Results struct {
 
 // Row is one release: its build and each scenario (an end-to-end test).
 type Row struct {
-	Version      string     `json:"version"`
-	Commit       string     `json:"commit"` // the tree this row ran (a resumed run can span commits)
-	Build        string     `json:"build"`  // "ok", "cached" or "failed"
-	BuildReason  string     `json:"buildReason,omitempty"`
-	BuildSeconds float64    `json:"buildSeconds"`
-	Scenarios    []Scenario `json:"scenarios,omitempty"`
-	TestSeconds  float64    `json:"testSeconds"`
+	Version      string  `json:"version"`
+	Commit       string  `json:"commit"` // the tree this row ran (a resumed run can span commits)
+	Build        string  `json:"build"`  // "ok", "cached" or "failed"
+	BuildReason  string  `json:"buildReason,omitempty"`
+	BuildSeconds float64 `json:"buildSeconds"`
+	// Source says what a release built from source was built from ("":
+	// the Go module proxy).
+	Source      string     `json:"source,omitempty"`
+	Scenarios   []Scenario `json:"scenarios,omitempty"`
+	TestSeconds float64    `json:"testSeconds"`
 }
 
 // Scenario is one top-level end-to-end test's result.

@@ -33,9 +33,13 @@ type runner struct {
 	out          io.Writer
 }
 
-// row builds version's tools and runs the axis's scenarios against them.
-func (r runner) row(ctx context.Context, a axis, version string) Row {
+// row builds version's tools (from the git repository source when set) and
+// runs the axis's scenarios against them.
+func (r runner) row(ctx context.Context, a axis, version, source string) Row {
 	row := Row{Version: version}
+	if source != "" {
+		row.Source = "tag " + version + " of the argo-cd repository, with its own ./gitops-engine"
+	}
 	tools, env := a.tools(version)
 	logPath := filepath.Join(r.logDir, a.name+"-"+version+".log")
 	log, err := os.Create(logPath)
@@ -52,6 +56,9 @@ func (r runner) row(ctx context.Context, a axis, version string) Row {
 	// suite's own processes (which wait on deadlines) are not starved by them.
 	build := exec.CommandContext(ctx, "nice", append([]string{"-n", "19", filepath.Join(r.root, "hack", "tools.sh")}, tools...)...)
 	build.Dir = r.root
+	if source != "" {
+		build.Env = append(os.Environ(), "ARGOCD_SOURCE="+source)
+	}
 	build.Stdout = io.MultiWriter(log, &buildOut)
 	build.Stderr = build.Stdout
 	err = build.Run()
