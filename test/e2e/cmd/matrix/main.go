@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +71,11 @@ func run() error {
 		if o.argoSource, err = filepath.Abs(argoSource); err != nil {
 			return err
 		}
-		o.argo = append(o.argo, fields(pins["MATRIX_ARGOCD_SOURCE"])...)
+		for _, v := range fields(pins["MATRIX_ARGOCD_SOURCE"]) {
+			if !slices.Contains(o.argo, v) {
+				o.argo = append(o.argo, v)
+			}
+		}
 	}
 
 	res, err := loadResults(o.results)
