@@ -234,8 +234,8 @@ type ResolvedDefaults struct {
 	// asked).
 	NativeSidecarsAuto   bool
 	NativeSidecarsReason string
-	CopyImage           string
-	CopyImagePullPolicy corev1.PullPolicy
+	CopyImage            string
+	CopyImagePullPolicy  corev1.PullPolicy
 	// RunAsUser is the fallback sidecar UID; 0 under runAsUserAssigned:
 	// set none.
 	RunAsUser int64
