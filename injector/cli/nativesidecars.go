@@ -18,7 +18,8 @@ import (
 // injector's namespace, before the catalog is served. Its client is built on
 // first use: a catalog that says true or false needs no API access.
 //
-// An answer that does not decide (no permission, no API server) is an error,
+// An answer that does not decide (no permission, no API server), after a few
+// tries (sidecarprobe.Resolver), is an error,
 // and at start-up serve exits with it: native sidecars on an API server
 // without them get every injected pod refused, classic ones on a server with
 // them lose the sidecars' start order and postStart gate, and neither shows

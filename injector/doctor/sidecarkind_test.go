@@ -42,7 +42,7 @@ var (
 	refused = apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Forbidden(
 		field.NewPath("spec", "initContainers").Index(0).Child("lifecycle"), "may not be set for init containers without restartPolicy=Always")})
 	forbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
-		errors.New(`User "viewer" cannot create resource "pods" in API group "" in the namespace "argocd"`))
+		errors.New(`user "viewer" cannot create resource "pods" in API group "" in the namespace "argocd"`))
 	otherInvalid = apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Required(field.NewPath("spec", "nodeName"), "a policy wants it")})
 )
 
@@ -90,7 +90,7 @@ func TestNativeSidecarsByDryRun(t *testing.T) {
 			t.Errorf("%s: dry runs in %v, want %d in argocd (the catalog's repo-server namespace)", c.name, asked, want)
 		}
 		hint := "defaults.nativeSidecars: false"
-		if c.answer == otherInvalid {
+		if errors.Is(c.answer, otherInvalid) {
 			hint = "see what refused the pod"
 		}
 		if !c.ok && (r.OK || !strings.Contains(text(r), hint)) {

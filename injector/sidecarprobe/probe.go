@@ -203,16 +203,21 @@ func Probe(ctx context.Context, client kubernetes.Interface, namespace, image st
 	return d, err
 }
 
-// Resolver answers for catalog.Options.NativeSidecars: it probes once and
-// keeps the decision for the life of the process (an API server gains or
-// loses native sidecars only with a restart of its own, which a restart of
-// the injector follows); an undecided answer is not kept, so the next catalog
-// load asks again.
+// Resolver answers for catalog.Options.NativeSidecars: it probes and keeps
+// the decision for the life of the process (an API server gains or loses
+// native sidecars only with a restart of its own); an undecided answer is
+// tried again Attempts times, Delay apart (a namespace's default
+// ServiceAccount not made yet, an API server restarting, RBAC caches behind
+// helm's install), then returned and not kept, so the next catalog load asks
+// again.
 type Resolver struct {
 	Client    kubernetes.Interface
 	Namespace string
 	// Decided is called with each new decision (a log line).
 	Decided func(Decision)
+	// Attempts (0: 3) and Delay (0: 2 s) bound the tries of one Resolve.
+	Attempts int
+	Delay    time.Duration
 
 	mu       sync.Mutex
 	decision *Decision
@@ -223,9 +228,20 @@ func (r *Resolver) Resolve(image string) (bool, string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.decision == nil {
+		attempts, delay := r.Attempts, r.Delay
+		if attempts <= 0 {
+			attempts = 3
+		}
+		if delay <= 0 {
+			delay = 2 * time.Second
+		}
 		d, err := Probe(context.Background(), r.Client, r.Namespace, image)
+		for try := 1; err != nil && try < attempts; try++ {
+			time.Sleep(delay)
+			d, err = Probe(context.Background(), r.Client, r.Namespace, image)
+		}
 		if err != nil {
-			return false, "", err
+			return false, "", fmt.Errorf("%w (%d tries, %s apart)", err, attempts, delay)
 		}
 		r.decision = &d
 		if r.Decided != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,10 +109,10 @@ func TestResolver(t *testing.T) {
 		return true, ca.GetObject(), nil
 	})
 	var decided []Decision
-	r := &Resolver{Client: client, Namespace: "cmp-injector", Decided: func(d Decision) { decided = append(decided, d) }}
+	r := &Resolver{Client: client, Namespace: "cmp-injector", Decided: func(d Decision) { decided = append(decided, d) }, Attempts: 2, Delay: time.Millisecond}
 	_, _, err := r.Resolve("img")
-	if err == nil || !strings.Contains(err.Error(), "needs the permission to create pods in namespace cmp-injector") {
-		t.Errorf("forbidden: err %v, want one that names the permission", err)
+	if err == nil || !strings.Contains(err.Error(), "needs the permission to create pods in namespace cmp-injector") || !strings.Contains(err.Error(), "2 tries") {
+		t.Errorf("forbidden: err %v, want one that names the permission and the tries", err)
 	}
 	answer = nil
 	for range 2 {
@@ -120,8 +121,8 @@ func TestResolver(t *testing.T) {
 			t.Errorf("accepted: %v %q %v", native, reason, err)
 		}
 	}
-	if calls != 2 || len(decided) != 1 {
-		t.Errorf("%d dry runs, %d decisions; want 2 (the forbidden one, then one kept) and 1", calls, len(decided))
+	if calls != 3 || len(decided) != 1 {
+		t.Errorf("%d dry runs, %d decisions; want 3 (two forbidden, then one kept) and 1", calls, len(decided))
 	}
 	if _, err := Probe(context.Background(), client, "cmp-injector", "img"); err != nil {
 		t.Error(err)

@@ -141,9 +141,17 @@ func checkNativeSidecarsAuto(t *testing.T, cp *harness.ControlPlane, dir string,
 		t.Fatalf("doctor -o json: %v\n%s", err, b)
 	}
 	kind := map[bool]string{true: "native sidecars", false: "classic sidecars"}[native]
-	found := false
+	found, judged := false, false
 	for _, g := range rep.Groups {
 		for _, r := range g.Checks {
+			// The pod is judged against the catalog resolved as the
+			// injector did: not stale for its sidecar kind.
+			if r.ID == "pods.current" && strings.HasPrefix(r.Message, ns+"/"+got.Name+":") {
+				judged = true
+				if !r.OK {
+					t.Errorf("doctor: %+v", r)
+				}
+			}
 			if r.ID == "catalog.native-sidecars" {
 				found = true
 				if !r.OK || !strings.Contains(r.Message, "auto") || !strings.Contains(r.Message, kind) || !strings.Contains(r.Message, "namespace "+ns) {
@@ -153,7 +161,7 @@ func checkNativeSidecarsAuto(t *testing.T, cp *harness.ControlPlane, dir string,
 			}
 		}
 	}
-	if !found {
-		t.Errorf("doctor made no catalog.native-sidecars check:\n%s", b)
+	if !found || !judged {
+		t.Errorf("doctor made no catalog.native-sidecars check or none of pods.current for %s:\n%s", got.Name, b)
 	}
 }
