@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders deploy/base from the chart's default values, so the plain manifests and
 # the chart cannot drift apart (the packaging tests fail when this output is stale).
-# Kubernetes 1.30 is assumed: native sidecars and matchConditions are on.
+# Kubernetes 1.30 is assumed: matchConditions are on (native sidecars are the
+# injector's call: catalog.nativeSidecars: auto asks the API server at start-up).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HELM=${HELM:-$ROOT/bin/helm}

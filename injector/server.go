@@ -47,6 +47,9 @@ type Options struct {
 	// that has not sent a review yet; when every one has, more wait in the
 	// listen backlog. Validate makes zero DefaultMaxConnections.
 	MaxConnections int
+	// NativeSidecars settles a catalog's defaults.nativeSidecars: auto by
+	// asking the API server (serve's dry run); nil: auto is native sidecars.
+	NativeSidecars catalog.NativeSidecarsResolver
 	// MaxConnectionsPerIP caps the connections from one client address, so
 	// one pod cannot take every slot; more are closed at accept. Validate
 	// makes zero DefaultMaxConnectionsPerIP, or MaxConnections when lower (a
@@ -147,13 +150,16 @@ func (s *Server) Registry() *prometheus.Registry { return s.metrics.Registry }
 // New wires a server; nothing is read until Run.
 func New(cfg Options, log *zap.Logger) *Server {
 	s := &Server{cfg: cfg, log: log, metrics: newWebhookMetrics(), encodings: inject.NewEncodings()}
-	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Hooks{
+	s.catalog = catalog.NewWatcher(cfg.CatalogFile, catalog.Options{NativeSidecars: cfg.NativeSidecars}, catalog.Hooks{
 		Loaded: func(c *catalog.Catalog) {
 			s.metrics.catalogReloads.Inc()
 			s.metrics.catalogOK.Set(1)
 			s.metrics.catalogInfo.Reset()
 			s.metrics.catalogInfo.WithLabelValues(c.Revision).Set(1)
 			log.Info("catalog loaded", zap.String("revision", c.Revision), zap.Strings("plugins", c.Names))
+			if d := c.Defaults; d.NativeSidecarsAuto {
+				log.Info("defaults.nativeSidecars: auto", zap.Bool("nativeSidecars", d.NativeSidecars), zap.String("because", d.NativeSidecarsReason))
+			}
 			for _, w := range c.Warnings {
 				log.Warn("catalog: "+w, zap.String("revision", c.Revision))
 			}

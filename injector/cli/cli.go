@@ -70,6 +70,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 	gcPercent := fs.Int("gc-percent", defaultGCPercent, "the Go collector's target (GOGC) when the environment sets none; with it, a soft memory limit of 90% of the container's unless GOMEMLIMIT is set (0 = the runtime's defaults)")
 	var rf reconcileFlags
 	rf.register(fs.FlagSet)
+	probeNS := fs.String("sidecar-probe-namespace", "", "namespace of the dry-run pod that settles a catalog's defaults.nativeSidecars: auto (default: the pod's own); the dry run needs create on pods there, and stores nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +96,7 @@ func serve(ctx context.Context, args []string, stdio serving.IO) error {
 		zap.String("gcPercent", gc.GCPercent), zap.Int64("memoryLimitBytes", gc.MemoryLimit), zap.String("memoryLimitFrom", gc.Source))
 	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
+	cfg.NativeSidecars = (&sidecarProbe{rf: &rf, namespace: *probeNS, log: log}).resolve
 	srv := injector.New(cfg, log)
 	if !rf.enabled {
 		return srv.Run(ctx)

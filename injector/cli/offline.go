@@ -43,6 +43,10 @@ func offline(name string, args []string, stdio serving.IO) error {
 	for _, w := range cat.Warnings {
 		fmt.Fprintf(stdio.Stderr, "warning: catalog %s: %s\n", *catFile, w)
 	}
+	if cat.Defaults.NativeSidecarsAuto {
+		// Offline there is no API server to ask: the reason says so.
+		fmt.Fprintf(stdio.Stderr, "note: catalog %s: %s\n", *catFile, cat.Defaults.NativeSidecarsReason)
+	}
 	data, err := readInput(name, *in, stdio.Stdin)
 	if err != nil {
 		return err

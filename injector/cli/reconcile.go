@@ -36,7 +36,7 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 func (f *reconcileFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.enabled, "reconcile", false, "keep injected pods current with the catalog: update their plugin.yaml annotations live, report stale pods (needs API access: in-cluster or --kubeconfig)")
 	fs.StringVar(&f.nsSelector, "namespace-selector", keys.NamespaceEnabledLabel+"="+keys.EnabledValue, "with --reconcile: label selector of the namespaces to look after; the webhook's namespaceSelector (the chart renders it)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "with --reconcile: kubeconfig file (default: the pod's service account)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file for --reconcile and for the dry run of a catalog's defaults.nativeSidecars: auto (default: the pod's service account)")
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "", "with --reconcile: namespace of the Lease the replicas elect a leader with (default: the pod's own)")
 	fs.StringVar(&f.leaseName, "leader-election-name", "cmp-injector-reconciler", "with --reconcile: name of that Lease")
 	fs.StringVar(&f.id, "leader-election-identity", "", "with --reconcile: this replica's name in the Lease (default: host name and a random suffix)")

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/cmp-injector/cmp-injector/injector/sidecarprobe"
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
@@ -44,6 +46,16 @@ func (d *doctor) checkCatalog(ctx context.Context) {
 		g.fail(checkCatalogValid, source+" is not a valid catalog: "+err.Error(), "")
 		return
 	}
+	ans := d.askSidecarKind(ctx, cat)
+	if cat.Defaults.NativeSidecarsAuto && ans.err == nil {
+		// The pods are judged against the catalog as the injector
+		// resolves it (pods.current compares the sidecar kind).
+		answered := func(string) (bool, string, error) { return ans.decision.Native, ans.decision.Reason, nil }
+		if cat, err = catalog.ParseWith(data, catalog.Options{NativeSidecars: answered}); err != nil {
+			g.fail(checkCatalogValid, source+" is not a valid catalog: "+err.Error(), "")
+			return
+		}
+	}
 	d.cat = cat
 	msg := fmt.Sprintf("%s loads: revision %s, plugins %s", source, cat.Revision, strings.Join(cat.Names, ", "))
 	for _, name := range cat.Names {
@@ -52,27 +64,93 @@ func (d *doctor) checkCatalog(ctx context.Context) {
 		}
 	}
 	g.pass(checkCatalogValid, msg)
-	d.checkSidecarKind(g, cat)
+	d.checkSidecarKind(g, cat, ans)
+}
+
+// sidecarAnswer is what the dry run of a native sidecar said, where.
+type sidecarAnswer struct {
+	asked     bool
+	namespace string
+	decision  sidecarprobe.Decision
+	err       error
+}
+
+// askSidecarKind dry-runs a pod with a native sidecar, as the injector does
+// for auto, unless the catalog injects classic sidecars (which every API
+// server takes). It asks in the namespace of the repo-servers the catalog
+// names, where the injected pods are created, with doctor's user's
+// credentials; the injector's own namespace when the catalog names none.
+func (d *doctor) askSidecarKind(ctx context.Context, cat *catalog.Catalog) sidecarAnswer {
+	if !cat.Defaults.NativeSidecarsAuto && !cat.Defaults.NativeSidecars {
+		return sidecarAnswer{}
+	}
+	ans := sidecarAnswer{asked: true, namespace: d.namespace}
+	for _, ns := range cat.Namespaces() {
+		if ns != catalog.AllNamespaces {
+			ans.namespace = ns
+			break
+		}
+	}
+	ans.decision, ans.err = sidecarprobe.Probe(ctx, d.client, ans.namespace, cat.Defaults.CopyImage)
+	return ans
 }
 
 // checkSidecarKind: native sidecars are init containers with restartPolicy
-// Always and a postStart gate. Kubernetes 1.28 has them only behind the
-// SidecarContainers feature gate (alpha, off by default) and 1.27 not at all:
-// there the API server refuses every injected pod ("initContainers[N].lifecycle:
-// Forbidden: may not be set for init containers", seen on v1.27.16), so every
-// repo-server rollout stops.
-func (d *doctor) checkSidecarKind(g *Group, cat *catalog.Catalog) {
-	switch {
-	case !cat.Defaults.NativeSidecars:
+// Always and a postStart gate. An API server without them refuses every
+// injected pod ("initContainers[N].lifecycle: Forbidden: may not be set for
+// init containers", seen on v1.27.16), so every repo-server rollout stops.
+// Whether it has them is its answer to the dry run, not its version: 1.28 has
+// them only with the SidecarContainers feature gate on, 1.29 to 1.32 unless
+// it is turned off. The version decides only when doctor may not ask.
+func (d *doctor) checkSidecarKind(g *Group, cat *catalog.Catalog, ans sidecarAnswer) {
+	where := " (a dry-run pod in namespace " + ans.namespace + ")"
+	switch u, _ := errors.AsType[*sidecarprobe.Undecided](ans.err); {
+	case !ans.asked:
 		g.pass(checkCatalogSidecarKind, "classic sidecars (defaults.nativeSidecars: false): any Kubernetes version")
-	case d.minor == 0:
-		g.pass(checkCatalogSidecarKind, "native sidecars, which need Kubernetes 1.29+ (the API server's version is not one doctor can read)")
-	case d.minor >= 29:
-		g.pass(checkCatalogSidecarKind, fmt.Sprintf("native sidecars on Kubernetes 1.%d (1.29+ has them on by default)", d.minor))
-	case d.minor == 28:
-		g.fail(checkCatalogSidecarKind, "the catalog injects native sidecars and Kubernetes 1.28 has them only with the SidecarContainers feature gate on (alpha, off by default): without it the API server refuses every injected pod", "")
+	case ans.err == nil && cat.Defaults.NativeSidecarsAuto:
+		kind := map[bool]string{true: "native", false: "classic"}[ans.decision.Native]
+		g.pass(checkCatalogSidecarKind, "defaults.nativeSidecars: auto, which the injector resolves at start-up as doctor did: "+kind+" sidecars, since "+ans.decision.Reason+where)
+	case ans.err == nil && ans.decision.Native:
+		g.pass(checkCatalogSidecarKind, "native sidecars: "+ans.decision.Reason+where)
+	case ans.err == nil:
+		g.fail(checkCatalogSidecarKind, "the catalog injects native sidecars and "+ans.decision.Reason+where+": every injected pod is refused", "")
+	case u == nil || !u.Forbidden:
+		g.fail(checkCatalogSidecarKind, "cannot tell whether the API server accepts native sidecars: "+ans.err.Error()+where,
+			"the injector makes the same dry run for defaults.nativeSidecars: auto in its own namespace; see what refused the pod")
+	case cat.Defaults.NativeSidecarsAuto:
+		// The injector asks with its own rights; webhook.ready fails if
+		// it could not.
+		g.pass(checkCatalogSidecarKind, "defaults.nativeSidecars: auto: the injector resolves it at start-up by a dry run, which doctor may not make ("+ans.err.Error()+"); "+d.sidecarKindByVersion())
 	default:
-		g.fail(checkCatalogSidecarKind, fmt.Sprintf("the catalog injects native sidecars, which Kubernetes 1.%d does not have: the API server refuses every injected pod (init containers may not have a lifecycle or a restartPolicy)", d.minor), "")
+		d.sidecarKindFromVersion(g, "doctor may not dry-run a pod to ask the API server ("+ans.err.Error()+"), so by its version: ")
+	}
+}
+
+// sidecarKindByVersion says what the version suggests, for auto.
+func (d *doctor) sidecarKindByVersion() string {
+	switch {
+	case d.minor == 0:
+		return "the API server's version is not one doctor can read"
+	case d.minor >= 29:
+		return fmt.Sprintf("Kubernetes 1.%d has native sidecars unless the SidecarContainers feature gate is off", d.minor)
+	case d.minor == 28:
+		return "Kubernetes 1.28 has native sidecars only with the SidecarContainers feature gate on"
+	}
+	return fmt.Sprintf("Kubernetes 1.%d has no native sidecars", d.minor)
+}
+
+// sidecarKindFromVersion is the check by the server's version, when doctor
+// may not ask.
+func (d *doctor) sidecarKindFromVersion(g *Group, why string) {
+	switch {
+	case d.minor == 0:
+		g.pass(checkCatalogSidecarKind, why+"native sidecars, which need Kubernetes 1.29+ (the API server's version is not one doctor can read)")
+	case d.minor >= 29:
+		g.pass(checkCatalogSidecarKind, why+fmt.Sprintf("native sidecars on Kubernetes 1.%d (1.29+ has them on by default)", d.minor))
+	case d.minor == 28:
+		g.fail(checkCatalogSidecarKind, why+"the catalog injects native sidecars and Kubernetes 1.28 has them only with the SidecarContainers feature gate on (alpha, off by default): without it the API server refuses every injected pod", "")
+	default:
+		g.fail(checkCatalogSidecarKind, why+fmt.Sprintf("the catalog injects native sidecars, which Kubernetes 1.%d does not have: the API server refuses every injected pod (init containers may not have a lifecycle or a restartPolicy)", d.minor), "")
 	}
 }
 

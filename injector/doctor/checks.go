@@ -65,7 +65,8 @@ var (
 	checkCatalogValid  = Check{ID: "catalog.valid", Severity: Error,
 		Hint: "the injector keeps serving the last valid catalog; fix the values and helm upgrade (cmp-injector explain --catalog FILE checks a file offline)"}
 	checkCatalogSidecarKind = Check{ID: "catalog.native-sidecars", Severity: Error,
-		Hint: "set defaults.nativeSidecars: false in the catalog (classic sidecars, appended to containers), or upgrade the cluster to Kubernetes 1.29+"}
+		Hint: "set defaults.nativeSidecars: false (classic sidecars, appended to containers) or auto (the injector asks the API server at start-up), " +
+			"or give the API server native sidecars (Kubernetes 1.29+, or 1.28 with --feature-gates=SidecarContainers=true)"}
 
 	// namespaces
 	checkNamespacesListable = Check{ID: "namespaces.listable", Severity: Error, Retryable: true}

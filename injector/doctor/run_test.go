@@ -177,6 +177,12 @@ func (in *install) client() *fake.Clientset {
 	objs = append(objs, in.workObj...)
 	c := fake.NewClientset(objs...)
 	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.34.4"}
+	// A dry-run create answers as an API server with native sidecars does
+	// (the fake would store the pod): catalog.native-sidecars asks one.
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateActionImpl)
+		return len(ca.GetCreateOptions().DryRun) > 0, ca.GetObject(), nil
+	})
 	return c
 }
 

@@ -74,8 +74,7 @@ func (a *adopter) ourDefaults(h *host) {
 	}
 	for _, name := range h.status.Containers {
 		if h.oursName(name) != "" {
-			no := false
-			a.defaults.NativeSidecars = &no
+			a.defaults.NativeSidecars = catalog.NativeSidecarsOff
 		}
 	}
 }

@@ -193,7 +193,7 @@ func TestWatcherFollowsSymlinkSwapAndKeepsOldOnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var loaded, failed atomic.Int32
-	w := NewWatcher(filepath.Join(dir, "catalog.yaml"), Hooks{
+	w := NewWatcher(filepath.Join(dir, "catalog.yaml"), Options{}, Hooks{
 		Loaded: func(*Catalog) { loaded.Add(1) },
 		Failed: func(error) { failed.Add(1) },
 	})

@@ -31,7 +31,15 @@ func Load(path string) (*Catalog, error) {
 
 // Parse decodes a catalog strictly (unknown and duplicate keys are errors) and
 // validates it. Every problem is reported in one *validationError.
+// defaults.nativeSidecars: auto becomes native sidecars (ParseWith asks a
+// cluster).
 func Parse(data []byte) (*Catalog, error) {
+	return ParseWith(data, Options{})
+}
+
+// ParseWith is Parse with o's resolvers. A resolver is asked only once the
+// rest of the catalog is valid: an invalid catalog costs no API call.
+func ParseWith(data []byte, o Options) (*Catalog, error) {
 	// An env var named N or on is the text, not a YAML 1.1 boolean, and so
 	// is a parameter named N of an inline plugin.yaml.
 	js, err := yaml.YAMLToJSONStrict(pluginconfig.QuoteYAML11Words(data, reflect.TypeOf(catalogFile{}), reflect.TypeOf(pluginconfig.Plugin{})))
@@ -50,6 +58,9 @@ func Parse(data []byte) (*Catalog, error) {
 	c := build(&p, &f)
 	if len(p) > 0 {
 		return nil, &validationError{Problems: p}
+	}
+	if err := resolveNativeSidecars(&f.Defaults, &c.Defaults, o); err != nil {
+		return nil, err
 	}
 	c.Revision = f.Revision
 	if c.Revision == "" {
@@ -150,13 +161,10 @@ func inlineConfig(p *problems, field string, e *Entry) {
 
 func resolveDefaults(d *Defaults) ResolvedDefaults {
 	r := ResolvedDefaults{
-		NativeSidecars:      true,
+		NativeSidecars:      d.NativeSidecars != NativeSidecarsOff,
 		CopyImage:           d.CopyImage,
 		CopyImagePullPolicy: d.CopyImagePullPolicy,
 		RunAsUser:           keys.DefaultArgoCDUID,
-	}
-	if d.NativeSidecars != nil {
-		r.NativeSidecars = *d.NativeSidecars
 	}
 	r.RepoServerEnv = repoServerEnv(d.RepoServer)
 	r.RepoServerNames, r.RepoServerPrograms = d.RepoServerContainer.resolved()

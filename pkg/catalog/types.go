@@ -33,9 +33,10 @@ type catalogFile struct {
 
 // Defaults apply to every plugin unless the plugin overrides them.
 type Defaults struct {
-	// NativeSidecars puts sidecars in initContainers with restartPolicy Always.
-	// Nil means true.
-	NativeSidecars *bool `json:"nativeSidecars,omitempty"`
+	// NativeSidecars puts sidecars in initContainers with restartPolicy Always
+	// (true, the default when unset), appends them to containers (false), or
+	// asks the API server which of the two it accepts (auto).
+	NativeSidecars NativeSidecarsSetting `json:"nativeSidecars,omitempty"`
 	// CopyImage is the image of the init container that copies the plugin server.
 	CopyImage           string            `json:"copyImage,omitempty"`
 	CopyImagePullPolicy corev1.PullPolicy `json:"copyImagePullPolicy,omitempty"`
@@ -225,9 +226,16 @@ type Catalog struct {
 
 // ResolvedDefaults are Defaults with every default applied.
 type ResolvedDefaults struct {
-	NativeSidecars      bool
-	CopyImage           string
-	CopyImagePullPolicy corev1.PullPolicy
+	// NativeSidecars is the sidecar kind injected: defaults.nativeSidecars,
+	// or what auto resolved to.
+	NativeSidecars bool
+	// NativeSidecarsAuto says the catalog set auto; NativeSidecarsReason then
+	// says how it was resolved (what the API server said, or that none was
+	// asked).
+	NativeSidecarsAuto   bool
+	NativeSidecarsReason string
+	CopyImage            string
+	CopyImagePullPolicy  corev1.PullPolicy
 	// RunAsUser is the fallback sidecar UID; 0 under runAsUserAssigned:
 	// set none.
 	RunAsUser int64

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"crypto/sha256"
+	"errors"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type Hooks struct {
 type Watcher struct {
 	path  string
 	hooks Hooks
+	opts  Options
 
 	current atomic.Pointer[Catalog]
 	mu      sync.Mutex
@@ -40,9 +42,10 @@ type Watcher struct {
 	unreadable bool
 }
 
-// NewWatcher returns a watcher; nothing is read before the first Reload.
-func NewWatcher(path string, hooks Hooks) *Watcher {
-	return &Watcher{path: path, hooks: hooks}
+// NewWatcher returns a watcher that parses with opts (ParseWith); nothing is
+// read before the first Reload.
+func NewWatcher(path string, opts Options, hooks Hooks) *Watcher {
+	return &Watcher{path: path, hooks: hooks, opts: opts}
 }
 
 // Current is the catalog in use, or nil if no valid version was ever loaded.
@@ -80,9 +83,14 @@ func (w *Watcher) Reload() (bool, error) {
 	// Remember the hash even on failure so a bad version is reported once, not
 	// on every poll.
 	w.last, w.tried = sum, true
-	c, err := Parse(data)
+	c, err := ParseWith(data, w.opts)
 	w.lastValid = err == nil
 	if err != nil {
+		if _, ok := errors.AsType[*unresolvedError](err); ok {
+			// The cluster did not answer: the same content is worth
+			// another try at the next Reload.
+			w.tried = false
+		}
 		w.fail(err)
 		return false, err
 	}

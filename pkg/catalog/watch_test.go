@@ -17,7 +17,7 @@ func TestWatcherRecoversAfterReadError(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events []string
-	w := NewWatcher(file, Hooks{
+	w := NewWatcher(file, Options{}, Hooks{
 		Loaded:    func(*Catalog) { events = append(events, "loaded") },
 		Failed:    func(error) { events = append(events, "failed") },
 		Recovered: func(c *Catalog) { events = append(events, "recovered "+c.Revision) },

@@ -51,6 +51,10 @@ func startInjector(t *testing.T, catalog []byte, set ...string) *harness.Injecto
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A catalog the chart renders says nativeSidecars: auto, which the
+	// injector settles by a dry run through the API (as the admin here; the
+	// chart's own RBAC for it is TestNativeSidecarsAuto's).
+	in.ExtraArgs = append(in.ExtraArgs, "--kubeconfig="+env.cp.Kubeconfig, "--sidecar-probe-namespace=default")
 	if err := in.Start(); err != nil {
 		t.Fatal(err)
 	}

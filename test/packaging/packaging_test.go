@@ -95,15 +95,17 @@ func TestHelmLintStrict(t *testing.T) {
 }
 
 func TestCertificateModesRender(t *testing.T) {
+	// Two Roles and their bindings: the reconciler's Lease and the sidecar
+	// probe of catalog.nativeSidecars: auto (TestSidecarProbeRBAC).
 	cases := map[string]struct {
 		args  []string
 		kinds string
 	}{
-		"cert-manager default": {nil, "Certificate,Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,Issuer,Issuer,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
+		"cert-manager default": {nil, "Certificate,Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,Issuer,Issuer,MutatingWebhookConfiguration,PodDisruptionBudget,Role,Role,RoleBinding,RoleBinding,Service,ServiceAccount"},
 		"cert-manager with own issuer": {[]string{"--set", "certificates.certManager.issuerRef.name=corp", "--set", "certificates.certManager.issuerRef.kind=ClusterIssuer"},
-			"Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
+			"Certificate,ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,Role,RoleBinding,RoleBinding,Service,ServiceAccount"},
 		"existing secret": {[]string{"--set", "certificates.mode=secret", "--set", "certificates.caBundle=Y2E="},
-			"ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,RoleBinding,Service,ServiceAccount"},
+			"ClusterRole,ClusterRoleBinding,ConfigMap,Deployment,MutatingWebhookConfiguration,PodDisruptionBudget,Role,Role,RoleBinding,RoleBinding,Service,ServiceAccount"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -173,30 +175,91 @@ func TestRenderIsDeterministic(t *testing.T) {
 	}
 }
 
-// "" is helm template without --kube-version: helm reports v1.20, which the
-// chart does not support, so it renders for v1.33 rather than for no cluster
-// anyone runs (native sidecars off, no matchConditions); kubeVersion wins.
-func TestNativeSidecarsFollowKubeVersion(t *testing.T) {
-	for ver, want := range map[string]bool{"1.28.9": false, "1.29.0": true, "1.34.4": true, "": true, "kubeVersion=1.28.0": false} {
+// catalog.nativeSidecars: auto is not decided by the version helm sees (v1.28
+// with the SidecarContainers gate on has native sidecars, v1.29-v1.32 with it
+// off has none): the catalog says auto, whatever the version, for the injector
+// to ask its API server; true and false stay booleans. ("" is helm template
+// without --kube-version.)
+func TestNativeSidecarsAutoIsTheInjectors(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"--kube-version=1.28.9", "auto"}, {"--kube-version=1.29.0", "auto"}, {"--kube-version=1.34.4", "auto"}, {"", "auto"},
+		{"--set=kubeVersion=1.28.0", "auto"},
+		{"--set=catalog.nativeSidecars=true", "true"}, {"--set=catalog.nativeSidecars=false", "false"},
+		{"--set-string=catalog.nativeSidecars=false", "false"},
+	} {
 		args := []string{"--show-only", "templates/catalog-configmap.yaml"}
-		switch {
-		case strings.HasPrefix(ver, "kubeVersion="):
-			args = append(args, "--set", ver)
-		case ver != "":
-			args = append(args, "--kube-version", ver)
+		if c.args != "" {
+			args = append(args, c.args)
 		}
 		out, err := helmTemplate(t, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cm := docs(t, out)[0]
-		cat, err := catalog.Parse([]byte(cm["data"].(map[string]any)["catalog.yaml"].(string)))
+		body := docs(t, out)[0]["data"].(map[string]any)["catalog.yaml"].(string)
+		var doc struct {
+			Defaults struct {
+				NativeSidecars any `json:"nativeSidecars"`
+			} `json:"defaults"`
+		}
+		if err := yaml.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(doc.Defaults.NativeSidecars); got != c.want {
+			t.Errorf("%s: defaults.nativeSidecars = %#v, want %s", c.args, doc.Defaults.NativeSidecars, c.want)
+		}
+		cat, err := catalog.Parse([]byte(body))
 		if err != nil {
-			t.Fatalf("%s: the rendered catalog does not load: %v", ver, err)
+			t.Fatalf("%s: the rendered catalog does not load: %v", c.args, err)
 		}
-		if cat.Defaults.NativeSidecars != want {
-			t.Errorf("kube %s: nativeSidecars = %v, want %v", ver, cat.Defaults.NativeSidecars, want)
+		if cat.Defaults.NativeSidecarsAuto != (c.want == "auto") || cat.Defaults.NativeSidecars != (c.want != "false") {
+			t.Errorf("%s: loaded offline as %+v", c.args, cat.Defaults)
 		}
+	}
+}
+
+// TestSidecarProbeRBAC: with catalog.nativeSidecars: auto the injector may
+// create pods in the release namespace, for its start-up dry run, and has a
+// token and a way out to the API server even with the reconciler off; with
+// true or false it has neither.
+func TestSidecarProbeRBAC(t *testing.T) {
+	render := func(args ...string) (probeRules []string, automount any, args2 string, egress any) {
+		t.Helper()
+		out, err := helmTemplate(t, append([]string{"--kube-version", "1.30.0", "--namespace", "cmp-injector", "--set", "reconciler.enabled=false", "--set", "networkPolicy.enabled=true"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range docs(t, out) {
+			meta := o["metadata"].(map[string]any)
+			switch o["kind"] {
+			case "Role":
+				if !strings.HasSuffix(meta["name"].(string), "-sidecar-probe") || meta["namespace"] != "cmp-injector" {
+					t.Errorf("Role %v", meta)
+				}
+				for _, r := range o["rules"].([]any) {
+					rule := r.(map[string]any)
+					probeRules = append(probeRules, fmt.Sprintf("%v %v %v", rule["apiGroups"], rule["resources"], rule["verbs"]))
+				}
+			case "RoleBinding":
+				if s := o["subjects"].([]any)[0].(map[string]any); s["kind"] != "ServiceAccount" || s["namespace"] != "cmp-injector" {
+					t.Errorf("RoleBinding subjects %v", o["subjects"])
+				}
+			case "Deployment":
+				spec := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+				automount, args2 = spec["automountServiceAccountToken"], fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["args"])
+			case "NetworkPolicy":
+				egress = o["spec"].(map[string]any)["egress"]
+			}
+		}
+		return
+	}
+	rules, automount, args, egress := render()
+	if strings.Join(rules, "; ") != "[] [pods] [create]" || automount != true ||
+		!strings.Contains(args, "--sidecar-probe-namespace=cmp-injector") || fmt.Sprint(egress) == "[]" {
+		t.Errorf("auto: rules %v, automount %v, args %s, egress %v", rules, automount, args, egress)
+	}
+	rules, automount, args, egress = render("--set", "catalog.nativeSidecars=true")
+	if len(rules) != 0 || automount != false || strings.Contains(args, "--sidecar-probe") || fmt.Sprint(egress) != "[]" {
+		t.Errorf("true: rules %v, automount %v, args %s, egress %v", rules, automount, args, egress)
 	}
 }
 
@@ -396,7 +459,7 @@ func TestReconcilerRBAC(t *testing.T) {
 		spec := dep["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 		return spec["automountServiceAccountToken"], fmt.Sprint(spec["containers"].([]any)[0].(map[string]any)["args"])
 	}
-	cluster, lease, dep := rules()
+	cluster, lease, dep := rules("--set", "catalog.nativeSidecars=true") // no sidecar-probe Role (TestSidecarProbeRBAC)
 	want := "[] [pods] [list watch patch]; [] [namespaces] [list watch]; [] [events] [create patch]; [apps] [replicasets deployments statefulsets] [get]"
 	if got := strings.Join(cluster, "; "); got != want {
 		t.Errorf("ClusterRole rules %s, want %s", got, want)
@@ -407,11 +470,11 @@ func TestReconcilerRBAC(t *testing.T) {
 	if auto, args := podSpec(dep); auto != true || !strings.Contains(args, "--reconcile") || !strings.Contains(args, "--rollout=off") {
 		t.Errorf("reconciler on: automount %v, args %s", auto, args)
 	}
-	cluster, _, _ = rules("--set", "reconciler.rollout=auto")
+	cluster, _, _ = rules("--set", "reconciler.rollout=auto", "--set", "catalog.nativeSidecars=true")
 	if got := strings.Join(cluster, "; "); got != want+"; [apps] [deployments] [patch]" {
 		t.Errorf("rollout auto: ClusterRole rules %s", got)
 	}
-	cluster, lease, dep = rules("--set", "reconciler.enabled=false")
+	cluster, lease, dep = rules("--set", "reconciler.enabled=false", "--set", "catalog.nativeSidecars=true")
 	if auto, args := podSpec(dep); len(cluster)+len(lease) != 0 || auto != false || strings.Contains(args, "--reconcile") {
 		t.Errorf("reconciler off: rules %v %v, automount %v, args %s", cluster, lease, auto, args)
 	}

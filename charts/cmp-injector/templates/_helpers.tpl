@@ -56,14 +56,12 @@ NOTES.txt says which it was.
 {{- end }}
 {{- end }}
 
-{{/* Whether plugin sidecars are native sidecars, resolving "auto" from the cluster version. */}}
+{{/* catalog.nativeSidecars as "true", "false" or "auto". "auto" is not resolved
+here from the cluster version: the version does not say it (1.28 has native sidecars
+with the SidecarContainers feature gate on, 1.29-1.32 not with it off). The catalog
+says auto and the injector asks its API server at start-up, by a dry run. */}}
 {{- define "cmp-injector.nativeSidecars" -}}
-{{- $v := toString .Values.catalog.nativeSidecars }}
-{{- if eq $v "auto" }}
-{{- semverCompare ">=1.29.0-0" (include "cmp-injector.kubeVersion" .) }}
-{{- else }}
-{{- eq $v "true" }}
-{{- end }}
+{{- toString .Values.catalog.nativeSidecars }}
 {{- end }}
 
 {{/* The plugin catalog document rendered into the ConfigMap. */}}
@@ -97,7 +95,7 @@ define, and would never become ready; say it here, in the injector's words. */}}
   "apiVersion" "cmp-injector.io/v1alpha1"
   "kind" "PluginCatalog"
   "defaults" (dict
-    "nativeSidecars" (eq (include "cmp-injector.nativeSidecars" .) "true")
+    "nativeSidecars" (ternary "auto" (eq (include "cmp-injector.nativeSidecars" .) "true") (eq (include "cmp-injector.nativeSidecars" .) "auto"))
     "copyImage" (printf "%s:%s" .Values.catalog.copyImage.repository $copyTag)
     "copyImagePullPolicy" .Values.catalog.copyImage.pullPolicy
     "runAsUser" .Values.catalog.runAsUser

@@ -246,6 +246,13 @@ func (cp *ControlPlane) InstallChart(injectorBin, root string, logTo io.Writer, 
 		return nil, err
 	}
 	ci.installed = true
+	// The injector's start-up dry run (nativeSidecars: auto) creates a pod
+	// of the namespace's default ServiceAccount, which admission looks up:
+	// on a real cluster it exists long before the injector's pod runs.
+	if err := c.WaitServiceAccount(InjectorNamespace, DefaultServiceAccount, 60*time.Second); err != nil {
+		_ = ci.Uninstall()
+		return nil, err
+	}
 	ci.Injector, ci.Pod, err = BootChartInjector(c, InjectorNamespace, Release, injectorBin, filepath.Join(root, "pod"), port, logTo)
 	if err != nil {
 		_ = ci.Uninstall()

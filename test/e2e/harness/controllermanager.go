@@ -26,10 +26,11 @@ import (
 var controllers = []string{"deployment", "replicaset", "garbagecollector", "statefulset", "job",
 	"serviceaccount", "serviceaccount-token", "root-ca-cert-publisher"}
 
-// ControllerManagerTool is the bin/ name of the kube-controller-manager of the
-// same release as APIServerTool: kube-controller-manager[-1.32].
-func ControllerManagerTool() string {
-	return strings.Replace(APIServerTool(), "kube-apiserver", "kube-controller-manager", 1)
+// controllerManagerFor is the bin/ name of the kube-controller-manager of the
+// same release as the kube-apiserver tool named apiserver:
+// kube-controller-manager[-1.32].
+func controllerManagerFor(apiserver string) string {
+	return strings.Replace(apiserver, "kube-apiserver", "kube-controller-manager", 1)
 }
 
 // WriteKubeconfig writes a kubeconfig for the cluster admin to path (for helm,
@@ -81,8 +82,8 @@ current-context: e2e
 // here scrapes it); the tests wait on what the controllers do instead. saKey
 // is the apiserver's service-account signing key (the token controller signs
 // with it) and the apiserver's bundle is the root CA it publishes.
-func (cp *ControlPlane) startControllerManager(saKey string, logTo io.Writer) error {
-	bin, err := Tool(ControllerManagerTool())
+func (cp *ControlPlane) startControllerManager(tool, saKey string, logTo io.Writer) error {
+	bin, err := Tool(tool)
 	if err != nil {
 		return err
 	}

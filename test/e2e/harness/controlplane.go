@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,12 +33,35 @@ type ControlPlane struct {
 
 // StartControlPlane starts etcd and kube-apiserver from bin/ in dir and waits
 // until /readyz answers 200. logTo receives both processes' output (may be nil).
+// The kube-apiserver is APIServerTool's, with APIServerArgs.
 func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error) {
+	return StartControlPlaneWith(dir, logTo, ControlPlaneOptions{})
+}
+
+// ControlPlaneOptions choose the API server of StartControlPlaneWith.
+type ControlPlaneOptions struct {
+	// APIServer is the bin/ name of the kube-apiserver (kube-apiserver-1.32);
+	// its kube-controller-manager is the same name's. Empty: APIServerTool().
+	APIServer string
+	// APIServerArgs are added to kube-apiserver's flags, e.g.
+	// --feature-gates=SidecarContainers=false. Nil: APIServerArgs().
+	APIServerArgs []string
+}
+
+// StartControlPlaneWith is StartControlPlane with another API server or flags
+// (a test that needs a feature gate turned off starts a control plane of its own).
+func StartControlPlaneWith(dir string, logTo io.Writer, o ControlPlaneOptions) (_ *ControlPlane, err error) {
+	if o.APIServer == "" {
+		o.APIServer = APIServerTool()
+	}
+	if o.APIServerArgs == nil {
+		o.APIServerArgs = APIServerArgs()
+	}
 	etcdBin, err := Tool("etcd")
 	if err != nil {
 		return nil, err
 	}
-	kasBin, err := Tool(APIServerTool())
+	kasBin, err := Tool(o.APIServer)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +126,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	certDir := filepath.Join(dir, "apiserver-certs")
 	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	cp.CAFile = filepath.Join(certDir, "apiserver.crt")
-	cp.apiserver, err = Start("kube-apiserver", []string{kasBin,
+	cp.apiserver, err = Start("kube-apiserver", append([]string{kasBin,
 		"--etcd-servers=" + client,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		// From v1.37 the endpoint reconciler refuses a loopback advertise
@@ -119,7 +143,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 		// where it automounts one, before and after the webhooks change it.
 		// The controller-manager creates each namespace's default account.
 		"--allow-privileged=true", "--v=0",
-	}, nil, dir, logTo)
+	}, o.APIServerArgs...), nil, dir, logTo)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +164,7 @@ func StartControlPlane(dir string, logTo io.Writer) (_ *ControlPlane, err error)
 	}); err != nil {
 		return nil, err
 	}
-	if err := cp.startControllerManager(saKey, logTo); err != nil {
+	if err := cp.startControllerManager(controllerManagerFor(o.APIServer), saKey, logTo); err != nil {
 		return nil, err
 	}
 	// A pod in a namespace without its default ServiceAccount is refused:
@@ -178,6 +202,13 @@ func APIServerTool() string {
 		return v
 	}
 	return "kube-apiserver"
+}
+
+// APIServerArgs are E2E_KUBE_APISERVER_ARGS split at white space: flags the
+// version matrix gives one cell's kube-apiserver, such as
+// --feature-gates=SidecarContainers=true for v1.28 with native sidecars.
+func APIServerArgs() []string {
+	return strings.Fields(os.Getenv("E2E_KUBE_APISERVER_ARGS"))
 }
 
 // HTTPClient trusts the apiserver's self-signed bundle once it exists; before

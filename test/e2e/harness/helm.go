@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +94,9 @@ func BootChartInjector(c *Client, ns, name, bin, root string, port int, logTo io
 					argv[i] = k + "=" + listen[k]
 				}
 			}
-			if slices.Contains(argv, "--reconcile") {
+			// The reconciler and the dry run of nativeSidecars: auto
+			// use the API; a pod that mounts no token has no API access.
+			if pod.Spec.AutomountServiceAccountToken != nil && *pod.Spec.AutomountServiceAccountToken {
 				argv = append(argv, "--kubeconfig="+kubeconfig)
 			}
 			// No load balancer needs time to take the pod out of rotation here.

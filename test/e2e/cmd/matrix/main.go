@@ -161,13 +161,17 @@ func plan(o options, pins map[string]string) []step {
 		name: "kubernetes",
 		// Every test but the real node, which runs the pinned kubelet.
 		skip: "TestRealNode",
-		tools: func(v string) ([]string, []string) {
+		tools: func(cell string) ([]string, []string) {
 			// What the suite needs whatever the release, then the release's
 			// kube-apiserver and kube-controller-manager: a pin's own tools,
 			// else the matrix build (bin/kube-apiserver-X.Y).
 			// Vault too, with its tests on, as make e2e runs them.
 			tools := append(append([]string{}, suiteTools...), "vault")
 			env := []string{vaultEnv}
+			v, gates := kubeCell(cell)
+			if gates != "" {
+				env = append(env, "E2E_KUBE_APISERVER_ARGS=--feature-gates="+gates)
+			}
 			apiserver := "kube-apiserver-" + minor(v)
 			switch v {
 			case pins["KUBE_VERSION"]:
@@ -179,7 +183,7 @@ func plan(o options, pins map[string]string) []step {
 			// The stored-pod goldens are per minor: a minor without them
 			// records what its API server stored instead of failing.
 			return append(tools, "kube@"+v),
-				append(env, "E2E_KUBE_APISERVER="+apiserver, "E2E_RECORD_GOLDENS="+filepath.Join(o.logDir, "goldens-"+v))
+				append(env, "E2E_KUBE_APISERVER="+apiserver, "E2E_RECORD_GOLDENS="+filepath.Join(o.logDir, "goldens-"+cell))
 		},
 	}
 	argo := axis{
@@ -218,6 +222,17 @@ func plan(o options, pins map[string]string) []step {
 		}
 	}
 	return steps
+}
+
+// kubeCell splits a Kubernetes cell, a release with feature gates for its
+// kube-apiserver each after a "+" (v1.28.15+SidecarContainers=true: v1.28's
+// native sidecars are alpha, off unless the gate is on), into the release and
+// the gates as --feature-gates takes them (comma separated: a comma would
+// split the cell in -kube's list). The cell is the row's name; the release's
+// tools are the ones a plain cell of it builds.
+func kubeCell(cell string) (release, gates string) {
+	release, gates, _ = strings.Cut(cell, "+")
+	return release, strings.ReplaceAll(gates, "+", ",")
 }
 
 // goCipherEnv is the TLS setting an Argo CD release needs to start when it

@@ -142,11 +142,14 @@ func TestDocumentsShowThePlan(t *testing.T) {
 // the matrix build, and the suite is pointed at the same kube-apiserver.
 func TestPlanPicksEachReleasesTools(t *testing.T) {
 	pins := map[string]string{"KUBE_VERSION": "v1.37.2", "KUBE_PREV_VERSION": "v1.32.13", "ARGOCD_VERSION": "v3.6.1", "ARGOCD_V2_VERSION": "v2.12.13"}
-	o := options{axes: "kubernetes,argocd", logDir: "/logs", kube: []string{"v1.37.2", "v1.32.13", "v1.33.13"}, argo: []string{"v3.6.1", "v2.10.12"}}
+	o := options{axes: "kubernetes,argocd", logDir: "/logs", kube: []string{"v1.37.2", "v1.32.13", "v1.33.13", "v1.28.15+SidecarContainers=true+InPlacePodVerticalScaling=true"}, argo: []string{"v3.6.1", "v2.10.12"}}
 	want := []struct{ tool, env string }{
 		{"kube-controller-manager", "E2E_KUBE_APISERVER=kube-apiserver"},
 		{"kube-controller-manager-1.32", "E2E_KUBE_APISERVER=kube-apiserver-1.32"},
 		{"kube@v1.33.13", "E2E_KUBE_APISERVER=kube-apiserver-1.33"},
+		// A cell with feature gates: the release's tools, the gates to its
+		// kube-apiserver.
+		{"kube@v1.28.15", "E2E_KUBE_APISERVER_ARGS=--feature-gates=SidecarContainers=true,InPlacePodVerticalScaling=true"},
 		{"repoclient", "E2E_ARGOCD=argocd:repoclient"},
 		{"argocd@v2.10.12", "E2E_ARGOCD=argocd-2.10:repoclient-2.10"},
 	}

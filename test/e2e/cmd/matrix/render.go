@@ -45,7 +45,9 @@ func renderDoc(r *Results) string {
 		short(r.Commit), r.Started, r.Machine, duration(r.WallSeconds))
 	b.WriteString("Every release's binaries are built from the Go module proxy by hack/tools.sh (`kube@vX.Y.Z`,\n")
 	b.WriteString("`argocd@vX.Y.Z`), like the pinned ones; a release that cannot be built says why. A cell is the\n")
-	b.WriteString("end-to-end test's result and its time; `–` means the test did not run (its build failed).\n\n")
+	b.WriteString("end-to-end test's result and its time; `–` means the test did not run (its build failed).\n")
+	b.WriteString("A Kubernetes release followed by `+Gate=value` (`v1.28.15+SidecarContainers=true`, more gates each after\n")
+	b.WriteString("a `+`) is that release with `--feature-gates=Gate=value` on its kube-apiserver (`E2E_KUBE_APISERVER_ARGS`).\n\n")
 
 	fmt.Fprintf(&b, "## Kubernetes\n\nkube-apiserver and kube-controller-manager of each release, with etcd %s, running the whole\n", r.Etcd)
 	fmt.Fprintf(&b, "end-to-end suite but the real node (which runs the pinned kubelet) with Argo CD %s.\n\n", strings.Join(r.AnchorArgo, " and "))

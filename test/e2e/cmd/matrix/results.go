@@ -131,7 +131,9 @@ func versionLess(a, b string) bool {
 			return pa[i] < pb[i]
 		}
 	}
-	return false
+	// A release's cell with feature gates (v1.28.15+SidecarContainers=true)
+	// sorts beside the plain one, in a fixed order.
+	return a < b
 }
 
 func versionParts(v string) [3]int {
