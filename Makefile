@@ -72,7 +72,7 @@ unit:
 	PATH="$(BIN):$$PATH" go test -short -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
 
 ## unit-long: the tests -short skips (cmp-server's 90 s keepalive pair, the
-## image builds: six images for two architectures, each built twice to prove it
+## image builds: every image for two architectures, each built twice to prove it
 ## reproducible, 10-11 min warm and about 30 cold, hence the timeout)
 unit-long:
 	PATH="$(BIN):$$PATH" go test -count=1 -timeout 60m -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
@@ -91,24 +91,24 @@ browser:
 ## (BUSL-1.1, built for the tests only, never shipped) as the helmfile plugin's secret
 ## store: E2E_VAULT=1 turns its tests on
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
-E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile age-keygen redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator kwok \
+E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile argocd-vault-plugin age-keygen redis-server argocd repoclient argocd-v2 repoclient-v2 argocd-operator kwok \
 	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
 	hack/tools.sh $(E2E_TOOLS) vault
-	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^TestHelmfile$$' ./deploy/plugins/
+	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^(TestHelmfile|TestArgoCDVaultPlugin)$$' ./deploy/plugins/
 	@for kas in $(E2E_APISERVERS); do \
 	  echo "== end-to-end suite on $$kas"; \
 	  E2E_VAULT=1 E2E_KUBE_APISERVER=$$kas PATH="$(BIN):$$PATH" go test -count=1 -timeout 30m -v -skip TestRealNode ./test/e2e/... || exit 1; \
 	done
 
-## e2e-vault: only the Vault tests of make e2e: the helmfile plugin against a real
+## e2e-vault: only the Vault tests of make e2e: the helmfile and argocd-vault-plugin plugins against a real
 ## Vault dev server, its ref+vault:// values through vals, Vault's Kubernetes auth with
 ## the sidecar's projected token reviewed by the suite's kube-apiserver, two tenants
 ## with their own roles.
 e2e-vault:
 	hack/tools.sh $(E2E_TOOLS) vault
-	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^TestHelmfile$$' ./deploy/plugins/
-	E2E_VAULT=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run '^TestHelmfileVault$$' ./test/e2e/
+	E2E_VAULT=1 PATH="$(BIN):$$PATH" go test -count=1 -timeout 10m -v -run '^(TestHelmfile|TestArgoCDVaultPlugin)$$' ./deploy/plugins/
+	E2E_VAULT=1 E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 20m -v -run '^(TestHelmfileVault|TestArgoCDVaultPluginThroughArgoCD)$$' ./test/e2e/
 
 ## e2e-matrix: the end-to-end suite on every Kubernetes minor and the chain on every
 ## Argo CD minor (hack/versions.sh MATRIX_KUBE, MATRIX_ARGOCD), each built from the Go

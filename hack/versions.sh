@@ -52,6 +52,10 @@ MATRIX_ARGOCD_SOURCE="v3.5.1 v3.4.7"
 # hack/images (which reads the package and version from here, so both agree).
 JSONNET_PKG=github.com/google/go-jsonnet/cmd/jsonnet
 JSONNET_VERSION=v0.22.0
+# argocd-vault-plugin (deploy/plugins/argocd-vault-plugin), built in its tools module
+# (test/e2e/tools/argocd-vault-plugin) with version.Version set by -X as its release
+# build does.
+AVP_VERSION=v1.18.1
 SOPS_PKG=github.com/getsops/sops/v3/cmd/sops
 SOPS_VERSION=v3.13.3
 # age-keygen makes the sops plugin's test key at test time (never shipped).

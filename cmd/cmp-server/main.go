@@ -1,12 +1,14 @@
 // Command cmp-server is the plugin server binary: a drop-in argocd-cmp-server
 // (the default subcommand), its local runner and client, the copy step of the
-// init container, and the built-in helm, jsonnet, kustomize and sops plugins.
+// init container, and the built-in helm, jsonnet, kustomize and sops plugins and
+// the argocd-vault-plugin pipeline.
 package main
 
 import (
 	"context"
 	"os"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/avpplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/cli"
 	"github.com/cmp-injector/cmp-injector/cmpserver/helmplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/jsonnetplugin"
@@ -15,5 +17,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, kustomizeplugin.Command, sopsplugin.Command))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, kustomizeplugin.Command, sopsplugin.Command, avpplugin.Command))
 }

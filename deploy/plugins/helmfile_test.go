@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 	"github.com/cmp-injector/cmp-injector/test/sopstest"
 )
@@ -141,33 +140,4 @@ func TestHelmfileWithoutVault(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestArgoCDVaultPluginEntry: the documented argocd-vault-plugin entry is a
-// catalog the injector loads (every field validated), and it gives AVP a
-// token of the audience vault at the path its env names, never the default
-// token path.
-func TestArgoCDVaultPluginEntry(t *testing.T) {
-	cat, err := catalog.Load(filepath.Join("argocd-vault-plugin", "catalog-entry.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, ok := cat.Plugins["argocd-vault-plugin"]
-	if !ok {
-		t.Fatal("no argocd-vault-plugin entry")
-	}
-	env := map[string]string{}
-	for _, v := range e.Env {
-		env[v.Name] = v.Value
-	}
-	if len(e.Volumes) != 1 || e.Volumes[0].Projected == nil || len(e.Volumes[0].Projected.Sources) != 1 {
-		t.Fatalf("volumes %+v, want one projected token", e.Volumes)
-	}
-	tok := e.Volumes[0].Projected.Sources[0].ServiceAccountToken
-	if tok == nil || tok.Audience != "vault" || filepath.Join(e.Volumes[0].MountPath, tok.Path) != env["AVP_K8S_TOKEN_PATH"] {
-		t.Errorf("token %+v at %s, AVP_K8S_TOKEN_PATH %q: want audience vault at that path", tok, e.Volumes[0].MountPath, env["AVP_K8S_TOKEN_PATH"])
-	}
-	if env["AVP_AUTH_TYPE"] != "k8s" || env["AVP_TYPE"] != "vault" || len(e.EnvFrom) != 1 {
-		t.Errorf("env %v envFrom %+v: want AVP's Kubernetes auth with its settings from a ConfigMap", env, e.EnvFrom)
-	}
 }

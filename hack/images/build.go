@@ -88,6 +88,13 @@ var specs = []imageSpec{
 	{Name: "cmp-helmfile", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"helmfile"},
 		Tools: []toolSpec{{Name: "helmfile", Module: "test/e2e/tools/helmfile", Pkg: "github.com/helmfile/helmfile", VersionVar: "HELMFILE_VERSION",
 			Strip: true, VersionSymbol: "go.szostok.io/version.version", License: "MIT"}, helmTool}},
+	// argocd-vault-plugin on plain manifests, charts and kustomizations (cmp-server
+	// avp): AVP in its tools module (go install cannot read its version list), and
+	// the helm and kustomize the other images hold.
+	{Name: "cmp-argocd-vault-plugin", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"argocd-vault-plugin"},
+		Tools: []toolSpec{{Name: "argocd-vault-plugin", Module: "test/e2e/tools/argocd-vault-plugin", Pkg: "github.com/argoproj-labs/argocd-vault-plugin",
+			VersionVar: "AVP_VERSION", Strip: true, VersionSymbol: "github.com/argoproj-labs/argocd-vault-plugin/version.Version", License: "Apache-2.0"},
+			helmTool, {Name: "kustomize", PkgVar: "KUSTOMIZE_PKG", VersionVar: "KUSTOMIZE_VERSION", License: "Apache-2.0"}}},
 }
 
 // buildInfo is what every image of one build shares.

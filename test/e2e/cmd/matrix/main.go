@@ -83,10 +83,7 @@ func run() error {
 		return err
 	}
 	// What hack/versions.sh plans now, for the documents' "not run yet".
-	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), fields(pins["MATRIX_ARGOCD"])
-	if o.argoSource != "" {
-		res.PlannedArgo = append(res.PlannedArgo, fields(pins["MATRIX_ARGOCD_SOURCE"])...)
-	}
+	res.PlannedKube, res.PlannedArgo = fields(pins["MATRIX_KUBE"]), plannedArgo(pins, res, o.argoSource != "")
 	if o.render {
 		return write(o, res)
 	}
@@ -137,10 +134,23 @@ func run() error {
 	return nil
 }
 
+// plannedArgo is MATRIX_ARGOCD, and the releases of MATRIX_ARGOCD_SOURCE
+// that are built from source in this run (withSource) or were in an earlier
+// one: a -render without the repository keeps them.
+func plannedArgo(pins map[string]string, res *Results, withSource bool) []string {
+	planned := fields(pins["MATRIX_ARGOCD"])
+	for _, v := range fields(pins["MATRIX_ARGOCD_SOURCE"]) {
+		if _, ran := find(res.Argo, v); (withSource || ran) && !slices.Contains(planned, v) {
+			planned = append(planned, v)
+		}
+	}
+	return planned
+}
+
 // suiteTools is what the end-to-end suite needs whatever the Kubernetes
 // release: the Makefile's E2E_TOOLS without the API servers and controller
 // managers (a test keeps the two lists equal).
-var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "age-keygen", "redis-server",
+var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "argocd-vault-plugin", "age-keygen", "redis-server",
 	"argocd", "repoclient", "argocd-v2", "repoclient-v2", "argocd-operator", "kwok"}
 
 // vaultEnv turns on the suite's Vault tests (make e2e sets it), which
