@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/inject"
@@ -258,4 +259,11 @@ func preRendered(t *testing.T, in *harness.Injector, ns, file string) *corev1.Po
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// olderThan says whether rel is a release before version (e.g. "v3.6.0"); a
+// version the binary does not report as semver counts as the newest.
+func olderThan(rel harness.ArgoRelease, version string) bool {
+	v, err := utilversion.ParseSemantic(rel.Version)
+	return err == nil && !v.AtLeast(utilversion.MustParseSemantic(version))
 }

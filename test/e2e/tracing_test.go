@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
@@ -48,7 +47,7 @@ func TestOneTraceFromRepoServerToCommand(t *testing.T) {
 	rel := rels[0]
 	// Argo CD's CMP client propagates the trace context from v3.6 (argo-cd
 	// #28365); earlier repo-servers trace their side alone.
-	if v, err := utilversion.ParseSemantic(rel.Version); err == nil && !v.AtLeast(utilversion.MustParseSemantic("v3.6.0")) {
+	if olderThan(rel, "v3.6.0") {
 		t.Skipf("Argo CD %s's CMP client sends no trace context", rel.Version)
 	}
 	recv, err := otlptest.Start()

@@ -198,7 +198,10 @@ func plan(o options, pins map[string]string) []step {
 	}
 	argo := axis{
 		name: "argocd",
-		run:  "^TestRealChain$",
+		// The chain, and the whole Argo CD (API server, application
+		// controller, Applications) where a release's row has run since it
+		// joined: a cell of an older run says "–" for it.
+		run: "^(TestRealChain|TestApplicationsThroughArgoCD)$",
 		tools: func(v string) ([]string, []string) {
 			base := []string{"etcd", "helm", "kube-apiserver", "kube-controller-manager", "redis-server"}
 			switch v {

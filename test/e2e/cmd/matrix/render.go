@@ -56,7 +56,8 @@ func renderDoc(r *Results) string {
 	fmt.Fprintf(&b, "\n## Argo CD\n\nArgo CD's `argocd` (run as argocd-repo-server and argocd-cmp-server) and our repoclient built\n")
 	fmt.Fprintf(&b, "against each release's own API, in the chain on Kubernetes %s: helm install, the injected\n", r.AnchorKube)
 	b.WriteString("repo-server pod of a Deployment booted, every plugin rendered through Argo CD's repo-server and\n")
-	b.WriteString("compared with Argo CD's argocd-cmp-server.\n\n")
+	b.WriteString("compared with Argo CD's argocd-cmp-server; and the whole Argo CD (its API server and application controller,\n")
+	b.WriteString("Applications created, refreshed and synced) in rows run since that test joined the matrix (\"–\" in older rows).\n\n")
 	table(&b, "Argo CD", r.Argo)
 	notRun(&b, r.Argo, r.PlannedArgo)
 	for _, row := range r.Argo {
