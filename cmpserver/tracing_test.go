@@ -171,12 +171,12 @@ func TestTracedErrorsAreRedacted(t *testing.T) {
 		}
 		text := s.Status.Description
 		for _, a := range s.Attributes {
-			text += " " + a.Value.Emit()
+			text += " " + a.Value.String()
 		}
 		for _, e := range s.Events {
 			text += " " + e.Name
 			for _, a := range e.Attributes {
-				text += " " + a.Value.Emit()
+				text += " " + a.Value.String()
 			}
 		}
 		if strings.Contains(text, plantedToken) {
