@@ -31,7 +31,6 @@ func TestArgoCDVaultPluginThroughArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := env.cp.Client()
 	vault, err := harness.StartVault(filepath.Join(env.root, "avp-vault"), env.logFile)
 	if err != nil {
 		t.Fatal(err)
@@ -45,24 +44,11 @@ func TestArgoCDVaultPluginThroughArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm", "argocd-vault-plugin"}}))
-	ns := newNamespace(t, "avp", enabledNS)
-	waitActive(t, ns)
-	argoConfig(t, ns, "avp-redis")
-	if err := vault.EnableKubernetesAuth(c, ns); err != nil {
-		t.Fatal(err)
-	}
 	// What an admin writes once per install (the catalog entry's comment).
-	settings := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "avp-settings"},
-		"data": map[string]any{"VAULT_ADDR": vault.Addr, "AVP_K8S_ROLE": avpRole}}
-	if err := c.Apply("/api/v1/namespaces/"+ns+"/configmaps", "avp-settings", settings); err != nil {
-		t.Fatal(err)
-	}
-	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), libraryRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &libraryStack{ns: ns, repoURL: repoURL, commit: commit, rels: rels}
+	s := vaultStack(t, vault, catalogFor(t, true, map[string][]string{"*": {"helm", "argocd-vault-plugin"}}), "avp", "avp-settings",
+		map[string]any{"VAULT_ADDR": vault.Addr, "AVP_K8S_ROLE": avpRole})
+	s.rels = rels
+	ns, commit := s.ns, s.commit
 	plugin := &argoPlugin{Name: "argocd-vault-plugin"}
 	secretData := func(t *testing.T, resp manifestResponse, name string) map[string]any {
 		t.Helper()

@@ -124,26 +124,10 @@ func TestHelmfileVault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := env.cp.Client()
 	vault, values := hfVault(t, filepath.Join(env.root, "vault"))
-
-	startInjector(t, helmfileCatalog(t))
-	ns := newNamespace(t, "helmfile", enabledNS)
-	waitActive(t, ns)
-	argoConfig(t, ns, "helmfile-redis")
-	if err := vault.EnableKubernetesAuth(c, ns); err != nil {
-		t.Fatal(err)
-	}
-	settings := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "vault-settings"},
-		"data": map[string]any{"VAULT_ADDR": vault.Addr, "VAULT_ROLE_ID": hfRole}}
-	if err := c.Apply("/api/v1/namespaces/"+ns+"/configmaps", "vault-settings", settings); err != nil {
-		t.Fatal(err)
-	}
-	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), libraryRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &libraryStack{ns: ns, repoURL: repoURL, commit: commit, rels: rels}
+	s := vaultStack(t, vault, helmfileCatalog(t), "helmfile", "vault-settings", map[string]any{"VAULT_ADDR": vault.Addr, "VAULT_ROLE_ID": hfRole})
+	s.rels = rels
+	ns, commit := s.ns, s.commit
 
 	plugins := "helmfile, helmfile-" + hfTenantA + ", helmfile-" + hfTenantB
 	for i, rel := range rels {
@@ -208,6 +192,32 @@ func TestHelmfileVault(t *testing.T) {
 		})
 	}
 	t.Logf("TestHelmfileVault took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// vaultStack is what a Vault plugin's test shares: the injector serving
+// catalog, a fresh namespace (prefix) with Argo CD's objects and Redis, Vault's
+// Kubernetes auth reviewing with the suite's apiserver, the install's settings
+// ConfigMap (settingsName with data, what an admin creates once), and the
+// library's test repository.
+func vaultStack(t *testing.T, vault *harness.Vault, catalog []byte, prefix, settingsName string, data map[string]any) *libraryStack {
+	t.Helper()
+	c := env.cp.Client()
+	startInjector(t, catalog)
+	ns := newNamespace(t, prefix, enabledNS)
+	waitActive(t, ns)
+	argoConfig(t, ns, prefix+"-redis")
+	if err := vault.EnableKubernetesAuth(c, ns); err != nil {
+		t.Fatal(err)
+	}
+	settings := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": settingsName}, "data": data}
+	if err := c.Apply("/api/v1/namespaces/"+ns+"/configmaps", settingsName, settings); err != nil {
+		t.Fatal(err)
+	}
+	repoURL, commit, err := harness.GitRepo(filepath.Join(t.TempDir(), "git"), libraryRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &libraryStack{ns: ns, repoURL: repoURL, commit: commit}
 }
 
 // hfPassword is the password of Secret name in a response.
