@@ -164,6 +164,9 @@ const (
 	// CodeSpecVersion: the plugin.yaml sets spec.version, which Argo CD 4.0
 	// refuses; the finding gives the rewrite that keeps its socket name.
 	CodeSpecVersion Code = "spec_version"
+	// CodeLibraryEntry: the plugin runs a tool the plugin library has an
+	// entry for (pkg/adopt/library.go); the note says what differs.
+	CodeLibraryEntry Code = "library_entry"
 )
 
 // Finding is one thing adopt could not carry over as it was, or that the

@@ -129,6 +129,14 @@ func (a *adopter) inline(pc *pluginCtx, text string) (json.RawMessage, []string)
 		}
 	}
 	raw, pl, problems := judgedInline(doc)
+	var env []corev1.EnvVar
+	if pc.c != nil {
+		env = pc.c.Env
+		if env == nil {
+			env = []corev1.EnvVar{} // known to set nothing
+		}
+	}
+	a.recogniseLibrary(pc.id(), pc.name, env, pl)
 	if n := pl.VersionNotice(); len(problems) == 0 && n != "" {
 		// Argo CD 4.0 refuses spec.version (pluginconfig.VersionNotice).
 		a.f.add(Warning, CodeSpecVersion, pc.id(), pc.name, n, "rename the plugin in plugins."+pc.name+".config.inline before upgrading to Argo CD 4.0")

@@ -134,7 +134,7 @@ func (a *adopter) adoptLegacyPlugin(cm *object, rs *host, lp legacyPlugin) (stri
 		spec["allowConcurrency"] = false
 	}
 	doc := map[string]any{"apiVersion": pluginAPIVersion, "kind": pluginKind, "metadata": map[string]any{"name": lp.Name}, "spec": spec}
-	raw, _, problems := judgedInline(roundTrip(doc))
+	raw, pl, problems := judgedInline(roundTrip(doc))
 	if len(problems) > 0 {
 		a.f.add(Essential, CodeConfigInvalid, id, name,
 			legacyPluginsNote+lp.Name+" does not make a valid sidecar plugin.yaml: "+strings.Join(problems, "; "), "fix the plugin and run adopt again")
@@ -147,6 +147,12 @@ func (a *adopter) adoptLegacyPlugin(cm *object, rs *host, lp legacyPlugin) (stri
 		}
 	}
 	pc := &pluginCtx{p: p, name: name, ns: a.namespaceOf(cm)}
+	// The plugin ran in the repo-server container, with its env.
+	var env []corev1.EnvVar
+	if rsc != nil {
+		env = append([]corev1.EnvVar{}, rsc.Env...)
+	}
+	a.recogniseLibrary(id, name, env, pl)
 	a.plugins[name] = p
 	a.adopted = append(a.adopted, Adopted{Name: name, Object: id, Container: lp.Name})
 	a.namespaces[pc.ns] = append(a.namespaces[pc.ns], name)
