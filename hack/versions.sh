@@ -52,6 +52,11 @@ MATRIX_ARGOCD_SOURCE="v3.5.1 v3.4.7"
 # hack/images (which reads the package and version from here, so both agree).
 JSONNET_PKG=github.com/google/go-jsonnet/cmd/jsonnet
 JSONNET_VERSION=v0.22.0
+# ytt (deploy/plugins/ytt), built in its tools module (test/e2e/tools/ytt) with
+# its release build's -X of the version without the v (its .goreleaser.yml), which
+# YTT_VERSION_NUMBER spells out (hack/images' TestVersionNumbersMatch keeps the two equal).
+YTT_VERSION=v0.52.0
+YTT_VERSION_NUMBER=0.52.0
 # argocd-vault-plugin (deploy/plugins/argocd-vault-plugin), built in its tools module
 # (test/e2e/tools/argocd-vault-plugin) with version.Version set by -X as its release
 # build does.

@@ -1,7 +1,7 @@
 // Command cmp-server is the plugin server binary: a drop-in argocd-cmp-server
 // (the default subcommand), its local runner and client, the copy step of the
-// init container, and the built-in helm, jsonnet, kustomize and sops plugins and
-// the argocd-vault-plugin pipeline.
+// init container, and the built-in helm, jsonnet, kustomize, sops and ytt plugins
+// and the argocd-vault-plugin pipeline.
 package main
 
 import (
@@ -14,8 +14,9 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/jsonnetplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/kustomizeplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/sopsplugin"
+	"github.com/cmp-injector/cmp-injector/cmpserver/yttplugin"
 )
 
 func main() {
-	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, kustomizeplugin.Command, sopsplugin.Command, avpplugin.Command))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, helmplugin.Command, jsonnetplugin.Command, kustomizeplugin.Command, sopsplugin.Command, avpplugin.Command, yttplugin.Command))
 }

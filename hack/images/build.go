@@ -88,6 +88,11 @@ var specs = []imageSpec{
 	{Name: "cmp-helmfile", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"helmfile"},
 		Tools: []toolSpec{{Name: "helmfile", Module: "test/e2e/tools/helmfile", Pkg: "github.com/helmfile/helmfile", VersionVar: "HELMFILE_VERSION",
 			Strip: true, VersionSymbol: "go.szostok.io/version.version", License: "MIT"}, helmTool}},
+	// ytt in its tools module (go install cannot read its version list), with its
+	// release build's version symbol and no stripping, as its .goreleaser.yml builds it.
+	{Name: "cmp-ytt", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"ytt"},
+		Tools: []toolSpec{{Name: "ytt", Module: "test/e2e/tools/ytt", Pkg: "carvel.dev/ytt/cmd/ytt", VersionVar: "YTT_VERSION",
+			PinSymbols: []pinSymbol{{"carvel.dev/ytt/pkg/version.Version", "YTT_VERSION_NUMBER"}}, License: "Apache-2.0"}}},
 	// argocd-vault-plugin on plain manifests, charts and kustomizations (cmp-server
 	// avp): AVP in its tools module (go install cannot read its version list), and
 	// the helm and kustomize the other images hold.

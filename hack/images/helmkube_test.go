@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,5 +51,27 @@ func TestHelmKubeVersionPin(t *testing.T) {
 		if got := b.Pins[name]; got != v {
 			t.Errorf("hack/versions.sh: %s=%s, but helm %s requires k8s.io/client-go %s: its release build sets %s", name, got, b.Pins["HELM_VERSION"], clientGo, v)
 		}
+	}
+}
+
+// TestVersionNumbersMatch: a tool whose release build sets its version
+// without the v (ytt) reads it from NAME_VERSION_NUMBER, which must be
+// NAME_VERSION without the v.
+func TestVersionNumbersMatch(t *testing.T) {
+	pins, err := readPins(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k, v := range pins {
+		if base, ok := strings.CutSuffix(k, "_VERSION_NUMBER"); ok {
+			n++
+			if want := strings.TrimPrefix(pins[base+"_VERSION"], "v"); v != want {
+				t.Errorf("%s=%s, want %s (%s_VERSION without the v)", k, v, want, base)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("hack/versions.sh has no *_VERSION_NUMBER pin: the test checks nothing")
 	}
 }

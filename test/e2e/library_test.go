@@ -125,11 +125,11 @@ func TestPluginLibrary(t *testing.T) {
 	}
 	sopstest.WriteApp(t, bin, filepath.Join(sopsTree, "sops"), key.Recipient, planted)
 
-	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm"}, sopsTree)
+	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm", "ytt"}, sopsTree)
 	setAgeKey(t, s.ns, key)
 	for i, rel := range s.rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
-			rs, stored := s.bootRepoServer(t, rel, "jsonnet, sops, helm, kustomize, kustomize-helm", "lib"+strconv.Itoa(i))
+			rs, stored := s.bootRepoServer(t, rel, strings.Join(libraryPlugins, ", "), "lib"+strconv.Itoa(i))
 			if st := status(t, stored); !reflect.DeepEqual(st.Plugins, libraryPlugins) {
 				t.Fatalf("pod injected with %v, want %v", st.Plugins, libraryPlugins)
 			}
@@ -203,6 +203,27 @@ func TestPluginLibrary(t *testing.T) {
 				sopstest.NotLeaked(t, "Argo CD's error (the wrong key)", err.Error(), wrong, "")
 			})
 			t.Run("helm, kustomize and kustomize-helm", func(t *testing.T) { renderChartsAndKustomizations(t, s, rs) })
+			t.Run("ytt with a data values file and typed values", func(t *testing.T) {
+				resp, err := s.generate(rs, "shop", "ytt/app", &argoPlugin{Name: "ytt", Parameters: []argoParam{
+					{Name: "data-values-files", Array: []string{"../envs/prod.yml"}},
+					{Name: "data-values", Map: map[string]string{"name": "web"}},
+					{Name: "data-values-yaml", Map: map[string]string{"replicas": "4"}},
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, ok := objectsByName(t, resp.Manifests)["Deployment/web"]
+				spec, _ := d["spec"].(map[string]any)
+				if !ok || spec["replicas"] != float64(4) || resp.SourceType != "Plugin" {
+					t.Errorf("%s manifests %v, want Deployment/web with 4 replicas", resp.SourceType, resp.Manifests)
+				}
+				_, err = s.generate(rs, "shop", "ytt/app", &argoPlugin{Name: "ytt", Parameters: []argoParam{
+					{Name: "data-values", Map: map[string]string{"replicas": "three"}}}})
+				if err == nil || !strings.Contains(err.Error(), "expected: integer") {
+					t.Errorf("err %v, want ytt's schema error", err)
+				}
+				t.Logf("Argo CD says: %v", err)
+			})
 			t.Run("neither the key nor the value in any process's log", func(t *testing.T) {
 				for _, p := range rs.Pod.Processes() {
 					sopstest.NotLeaked(t, "the log of "+p.Name, p.Output(), key, planted)
@@ -220,7 +241,7 @@ func TestPluginLibrary(t *testing.T) {
 }
 
 // libraryPlugins are the plugins TestPluginLibrary's repo-server asks for.
-var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm"}
+var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm", "ytt"}
 
 // renderChartsAndKustomizations renders the helm, kustomize and kustomize-helm
 // plugins' test apps through the repo-server rs: each named, and each found by
