@@ -71,10 +71,8 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		return err
 	}
 	p, warnings, err := newPlan(ps, *enableHelm)
-	for _, w := range warnings {
-		if _, werr := fmt.Fprintf(stdio.Stderr, "warning: %s\n", w); werr != nil {
-			return werr
-		}
+	if werr := toolrun.Warn(stdio.Stderr, warnings); werr != nil {
+		return werr
 	}
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package toolrun
 
 import (
+	"fmt"
+	"io"
 	"os"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -36,4 +38,15 @@ func AppRequest() ([]params.AppParameter, string, error) {
 	}
 	dir, err := os.Getwd()
 	return ps, dir, err
+}
+
+// Warn prints a built-in plugin's warnings on w, one "warning: " line each:
+// the repo-server logs a command's stderr, the Application never shows it.
+func Warn(w io.Writer, warnings []string) error {
+	for _, m := range warnings {
+		if _, err := fmt.Fprintf(w, "warning: %s\n", m); err != nil {
+			return err
+		}
+	}
+	return nil
 }

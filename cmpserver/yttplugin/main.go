@@ -39,10 +39,8 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		return err
 	}
 	argv, warnings, err := yttArgs(ps)
-	for _, w := range warnings {
-		if _, werr := stdio.Stderr.Write([]byte("warning: " + w + "\n")); werr != nil {
-			return werr
-		}
+	if werr := toolrun.Warn(stdio.Stderr, warnings); werr != nil {
+		return werr
 	}
 	if err != nil {
 		return err
