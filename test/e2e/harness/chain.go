@@ -224,12 +224,19 @@ func (cp *ControlPlane) InstallChart(injectorBin, root string, logTo io.Writer, 
 	if err := yaml.UnmarshalStrict(secretYAML, &secret); err != nil {
 		return nil, fmt.Errorf("cmp-injector certs printed no Secret: %w\n%s", err, secretYAML)
 	}
-	if err := c.CreateNamespace(InjectorNamespace, nil); err != nil {
+	// An earlier install in this control plane (helm uninstall keeps the
+	// namespace and the Secret, which helm did not make) is no conflict.
+	var apiErr *APIError
+	if err := c.CreateNamespace(InjectorNamespace, nil); err != nil && (!asAPIError(err, &apiErr) || apiErr.Code != http.StatusConflict) {
 		return nil, err
 	}
 	secret.Namespace = InjectorNamespace
 	secret.APIVersion, secret.Kind = "v1", "Secret"
-	if err := c.Do(http.MethodPost, "/api/v1/namespaces/"+InjectorNamespace+"/secrets", nil, &secret, nil); err != nil {
+	obj, err := toMap(&secret)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Apply("/api/v1/namespaces/"+InjectorNamespace+"/secrets", secret.Name, obj); err != nil {
 		return nil, err
 	}
 	port, err := FreePort()
@@ -395,4 +402,14 @@ func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, rep
 		return r, wrong
 	}
 	return r, err
+}
+
+// toMap is obj as the generic map Client.Apply sends.
+func toMap(obj any) (map[string]any, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
 }
