@@ -38,7 +38,10 @@ GOLANGCI_LINT_VERSION=v2.15.0
 # v3.3.19 (from v3.3.14 Argo's util/kube calls a ./gitops-engine method no
 # published module has) and v3.2.11 after
 # v3.2.12 (whose tree does not compile); see test/e2e/README.md.
-MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15 v1.27.16"
+# A cell may carry API server feature gates after a "+": v1.28 with its
+# SidecarContainers gate on is a cluster that accepts native sidecars before
+# v1.29, which the injector finds by asking, not by the version.
+MATRIX_KUBE="v1.37.2 v1.36.5 v1.35.8 v1.34.4 v1.33.13 v1.32.13 v1.31.14 v1.30.14 v1.29.15 v1.28.15+SidecarContainers=true v1.28.15 v1.27.16"
 MATRIX_ARGOCD="v3.6.1 v3.5.7 v3.4.13 v3.3.19 v3.3.10 v3.2.12 v3.2.11 v3.1.16 v3.0.23 v2.14.21 v2.13.9 v2.12.13 v2.11.7 v2.10.12"
 # Argo CD releases the proxy cannot build (each v3.4 and v3.5 patch requires an
 # in-repository gitops-engine pseudo-version it refuses), built from their tags
