@@ -11,7 +11,7 @@
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        argocd-operator
-#        jsonnet sops helmfile argocd-vault-plugin ytt (the plugin library) age-keygen vault (their tests)
+#        jsonnet sops helmfile argocd-vault-plugin ytt tk (the plugin library) age-keygen vault (their tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 #        argo-e2e.test kubectl goreman nginx fcgiwrap sshd gpg (Argo CD's own plugin tests: make e2e-argo)
 #        kwok (the suite's simulated node)
@@ -93,6 +93,9 @@ build_kustomize() { GOBIN=$1 go install -trimpath "$KUSTOMIZE_PKG@$2"; }
 # The plugin library's tools: package and version from hack/versions.sh, which
 # hack/images reads too, so bin/ and the plugin images hold the same build.
 build_jsonnet() { GOBIN=$1 go install -trimpath -ldflags '-s -w' "$JSONNET_PKG@$2"; }
+build_tk() {
+  (cd "$ROOT/test/e2e/tools/tanka" && go build -trimpath -ldflags "-s -w -X github.com/grafana/tanka/pkg/tanka.CurrentVersion=$2" -o "$1/tk" github.com/grafana/tanka/cmd/tk)
+}
 build_ytt() {
   (cd "$ROOT/test/e2e/tools/ytt" && go build -trimpath -ldflags "-X carvel.dev/ytt/pkg/version.Version=$YTT_VERSION_NUMBER" -o "$1/ytt" carvel.dev/ytt/cmd/ytt)
 }
@@ -433,6 +436,7 @@ one() {
   jsonnet) cached jsonnet "$JSONNET_VERSION" build_jsonnet ;;
   argocd-vault-plugin) cached argocd-vault-plugin "$AVP_VERSION" build_argocd_vault_plugin ;;
   ytt) cached ytt "$YTT_VERSION" build_ytt ;;
+  tk) cached tk "$TANKA_VERSION" build_tk ;;
   sops) cached sops "$SOPS_VERSION" build_sops ;;
   helmfile) cached helmfile "$HELMFILE_VERSION" build_helmfile ;;
   vault) cached vault "$VAULT_VERSION" build_vault ;;
@@ -456,7 +460,7 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt tk age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi

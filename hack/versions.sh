@@ -55,6 +55,10 @@ MATRIX_ARGOCD_SOURCE="v3.5.1 v3.4.7"
 # hack/images (which reads the package and version from here, so both agree).
 JSONNET_PKG=github.com/google/go-jsonnet/cmd/jsonnet
 JSONNET_VERSION=v0.22.0
+# Tanka's tk (deploy/plugins/tanka), built in its tools module (test/e2e/tools/tanka)
+# with its Makefile's release flags (-s -w, tanka.CurrentVersion); v0.31.1 is the
+# newest the Go module proxy serves (v0.31.2, v0.31.3 refused, v0.32.0 unverifiable).
+TANKA_VERSION=v0.31.1
 # ytt (deploy/plugins/ytt), built in its tools module (test/e2e/tools/ytt) with
 # its release build's -X of the version without the v (its .goreleaser.yml), which
 # YTT_VERSION_NUMBER spells out (hack/images' TestVersionNumbersMatch keeps the two equal).

@@ -66,16 +66,11 @@ func jsonnetArgs(ps []params.AppParameter) (argv, warnings []string, err error) 
 	if err := checkRelative(paramMain, main); err != nil {
 		return nil, warnings, err
 	}
-	for _, m := range mapFlags {
-		for _, k := range sortedKeys(maps[m.param]) {
-			// jsonnet splits NAME=VALUE at the first '=': a name holding
-			// one would give the variable another name and value.
-			if k == "" || strings.Contains(k, "=") {
-				return nil, warnings, fmt.Errorf("parameter %s: name %q must be non-empty and hold no '='", m.param, k)
-			}
-			argv = append(argv, m.flag, k+"="+maps[m.param][k])
-		}
+	vars, err := varArgs(maps)
+	if err != nil {
+		return nil, warnings, err
 	}
+	argv = append(argv, vars...)
 	for _, dir := range libs {
 		if err := checkRelative(paramLibs, dir); err != nil {
 			return nil, warnings, err
@@ -83,6 +78,52 @@ func jsonnetArgs(ps []params.AppParameter) (argv, warnings []string, err error) 
 		argv = append(argv, "--jpath", dir)
 	}
 	return append(argv, "--", main), warnings, nil
+}
+
+// IsVarParam says whether name is one of the variable parameters VarArgs
+// reads (ext-vars, ext-code, tlas, tla-code).
+func IsVarParam(name string) bool {
+	for _, m := range mapFlags {
+		if m.param == name {
+			return true
+		}
+	}
+	return false
+}
+
+// VarArgs is the --ext-str, --ext-code, --tla-str and --tla-code part of a
+// command line for the variable parameters among ps (the others are left
+// alone): flags jsonnet and Tanka's tk both take.
+func VarArgs(ps []params.AppParameter) ([]string, error) {
+	maps := map[string]map[string]string{}
+	for _, p := range ps {
+		if !IsVarParam(p.Name) {
+			continue
+		}
+		if p.Map == nil && (p.String != nil || p.Array != nil) {
+			return nil, fmt.Errorf("parameter %s: want a map of name to value", p.Name)
+		}
+		maps[p.Name] = p.Map
+	}
+	return varArgs(maps)
+}
+
+// varArgs turns the variable parameters' maps into flags, in the flags'
+// order and each map's key order, so one parameter list always gives one
+// command line.
+func varArgs(maps map[string]map[string]string) ([]string, error) {
+	var argv []string
+	for _, m := range mapFlags {
+		for _, k := range sortedKeys(maps[m.param]) {
+			// jsonnet splits NAME=VALUE at the first '=': a name holding
+			// one would give the variable another name and value.
+			if k == "" || strings.Contains(k, "=") {
+				return nil, fmt.Errorf("parameter %s: name %q must be non-empty and hold no '='", m.param, k)
+			}
+			argv = append(argv, m.flag, k+"="+maps[m.param][k])
+		}
+	}
+	return argv, nil
 }
 
 // checkRelative refuses an empty or absolute path: the paths a parameter

@@ -88,6 +88,11 @@ var specs = []imageSpec{
 	{Name: "cmp-helmfile", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"helmfile"},
 		Tools: []toolSpec{{Name: "helmfile", Module: "test/e2e/tools/helmfile", Pkg: "github.com/helmfile/helmfile", VersionVar: "HELMFILE_VERSION",
 			Strip: true, VersionSymbol: "go.szostok.io/version.version", License: "MIT"}, helmTool}},
+	// Tanka's tk in its tools module (go install cannot read its version list),
+	// with its Makefile's release flags.
+	{Name: "cmp-tanka", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"tanka"},
+		Tools: []toolSpec{{Name: "tk", Module: "test/e2e/tools/tanka", Pkg: "github.com/grafana/tanka/cmd/tk", VersionVar: "TANKA_VERSION",
+			Strip: true, VersionSymbol: "github.com/grafana/tanka/pkg/tanka.CurrentVersion", License: "Apache-2.0"}}},
 	// ytt in its tools module (go install cannot read its version list), with its
 	// release build's version symbol and no stripping, as its .goreleaser.yml builds it.
 	{Name: "cmp-ytt", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"ytt"},

@@ -125,7 +125,7 @@ func TestPluginLibrary(t *testing.T) {
 	}
 	sopstest.WriteApp(t, bin, filepath.Join(sopsTree, "sops"), key.Recipient, planted)
 
-	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm", "ytt"}, sopsTree)
+	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm", "ytt", "tanka"}, sopsTree)
 	setAgeKey(t, s.ns, key)
 	for i, rel := range s.rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
@@ -203,6 +203,21 @@ func TestPluginLibrary(t *testing.T) {
 				sopstest.NotLeaked(t, "Argo CD's error (the wrong key)", err.Error(), wrong, "")
 			})
 			t.Run("helm, kustomize and kustomize-helm", func(t *testing.T) { renderChartsAndKustomizations(t, s, rs) })
+			t.Run("tanka: an environment with top-level arguments", func(t *testing.T) {
+				resp, err := s.generate(rs, "grafana", "tanka/environments/default", &argoPlugin{Name: "tanka", Parameters: []argoParam{
+					{Name: "tlas", Map: map[string]string{"replicas": "2", "tag": "11.1.0"}},
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs := objectsByName(t, resp.Manifests)
+				d, ok := objs["Deployment/grafana"]
+				spec, _ := d["spec"].(map[string]any)
+				meta, _ := d["metadata"].(map[string]any)
+				if _, svc := objs["Service/grafana"]; !ok || !svc || spec["replicas"] != float64(2) || meta["namespace"] != "monitoring" {
+					t.Errorf("manifests %v, want Deployment/grafana (2 replicas, namespace monitoring) and Service/grafana", resp.Manifests)
+				}
+			})
 			t.Run("ytt with a data values file and typed values", func(t *testing.T) {
 				resp, err := s.generate(rs, "shop", "ytt/app", &argoPlugin{Name: "ytt", Parameters: []argoParam{
 					{Name: "data-values-files", Array: []string{"../envs/prod.yml"}},
@@ -241,7 +256,7 @@ func TestPluginLibrary(t *testing.T) {
 }
 
 // libraryPlugins are the plugins TestPluginLibrary's repo-server asks for.
-var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm", "ytt"}
+var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm", "ytt", "tanka"}
 
 // renderChartsAndKustomizations renders the helm, kustomize and kustomize-helm
 // plugins' test apps through the repo-server rs: each named, and each found by
