@@ -110,8 +110,10 @@ func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract
 	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, fn)
 	if err == nil {
 		_, sending := tracing.Begin(ctx, tracing.SpanSend)
-		if d, ok := any(out).(interface{ traceAttributes() []attribute.KeyValue }); ok && sending.Recording() {
-			sending.Set(d.traceAttributes()...)
+		if sending.Recording() {
+			if d, ok := any(out).(interface{ traceAttributes() []attribute.KeyValue }); ok {
+				sending.Set(d.traceAttributes()...)
+			}
 		}
 		err = send(out)
 		sending.End(err)

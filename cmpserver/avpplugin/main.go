@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/kustomizeplugin"
 	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 )
@@ -58,16 +59,13 @@ const (
 	KindPlain     Kind = "plain"
 )
 
-// kustomizationFiles are the names kustomize reads a kustomization from.
-var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
-
 // Detect says what dir holds, as Argo CD's own source detection orders it: a
 // chart before a kustomization, anything else plain manifests.
 func Detect(dir string) (Kind, error) {
 	if ok, err := exists(filepath.Join(dir, "Chart.yaml")); ok || err != nil {
 		return KindHelm, err
 	}
-	for _, name := range kustomizationFiles {
+	for _, name := range kustomizeplugin.KustomizationFiles {
 		if ok, err := exists(filepath.Join(dir, name)); ok || err != nil {
 			return KindKustomize, err
 		}

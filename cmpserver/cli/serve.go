@@ -120,9 +120,7 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		return fs.Errorf("%v", err)
 	}
 	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
-	if err := errors.Join(traceCfg.Problems()...); err != nil {
-		return fs.Errorf("%v", err)
-	}
+	// Start refuses a config with problems, every one named.
 	tracer, err := tracing.Start(ctx, traceCfg, version.Version)
 	if err != nil {
 		return fs.Errorf("%v", err)

@@ -3,10 +3,10 @@ package jsonnetplugin
 import (
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 )
 
@@ -39,7 +39,6 @@ var mapFlags = []struct{ param, flag string }{
 // parameter list always gives one command line.
 func jsonnetArgs(ps []params.AppParameter) (argv, warnings []string, err error) {
 	main := defaultMain
-	maps := map[string]map[string]string{}
 	var libs []string
 	for _, p := range ps {
 		switch p.Name {
@@ -49,10 +48,7 @@ func jsonnetArgs(ps []params.AppParameter) (argv, warnings []string, err error) 
 			}
 			main = *p.String
 		case paramExtVars, paramExtCode, paramTLAs, paramTLACode:
-			if p.Map == nil && (p.String != nil || p.Array != nil) {
-				return nil, warnings, fmt.Errorf("parameter %s: want a map of name to value", p.Name)
-			}
-			maps[p.Name] = p.Map
+			// VarArgs, below, reads and checks them.
 		case paramLibs:
 			if p.Array == nil && (p.String != nil || p.Map != nil) {
 				return nil, warnings, fmt.Errorf("parameter %s: want an array of directories", paramLibs)
@@ -63,16 +59,16 @@ func jsonnetArgs(ps []params.AppParameter) (argv, warnings []string, err error) 
 				strings.Join([]string{paramMain, paramExtVars, paramExtCode, paramTLAs, paramTLACode, paramLibs}, ", ")))
 		}
 	}
-	if err := checkRelative(paramMain, main); err != nil {
+	vars, err := VarArgs(ps)
+	if err != nil {
 		return nil, warnings, err
 	}
-	vars, err := varArgs(maps)
-	if err != nil {
+	if err := toolrun.CheckRelative(paramMain, main); err != nil {
 		return nil, warnings, err
 	}
 	argv = append(argv, vars...)
 	for _, dir := range libs {
-		if err := checkRelative(paramLibs, dir); err != nil {
+		if err := toolrun.CheckRelative(paramLibs, dir); err != nil {
 			return nil, warnings, err
 		}
 		argv = append(argv, "--jpath", dir)
@@ -93,7 +89,9 @@ func IsVarParam(name string) bool {
 
 // VarArgs is the --ext-str, --ext-code, --tla-str and --tla-code part of a
 // command line for the variable parameters among ps (the others are left
-// alone): flags jsonnet and Tanka's tk both take.
+// alone): flags jsonnet and Tanka's tk both take. Flags go in mapFlags' order
+// and each map in key order, so one parameter list always gives one command
+// line.
 func VarArgs(ps []params.AppParameter) ([]string, error) {
 	maps := map[string]map[string]string{}
 	for _, p := range ps {
@@ -105,13 +103,6 @@ func VarArgs(ps []params.AppParameter) ([]string, error) {
 		}
 		maps[p.Name] = p.Map
 	}
-	return varArgs(maps)
-}
-
-// varArgs turns the variable parameters' maps into flags, in the flags'
-// order and each map's key order, so one parameter list always gives one
-// command line.
-func varArgs(maps map[string]map[string]string) ([]string, error) {
 	var argv []string
 	for _, m := range mapFlags {
 		for _, k := range sortedKeys(maps[m.param]) {
@@ -124,19 +115,6 @@ func varArgs(maps map[string]map[string]string) ([]string, error) {
 		}
 	}
 	return argv, nil
-}
-
-// checkRelative refuses an empty or absolute path: the paths a parameter
-// names are the repository's, relative to the app directory ("../lib" for a
-// vendor directory at the repository's root is fine). This is no sandbox:
-// Jsonnet's import reads any file the sidecar can read, so the sidecar, which
-// holds only the repository's copy, its image and its own mounts, is the
-// boundary (deploy/plugins/jsonnet/README.md).
-func checkRelative(param, p string) error {
-	if p == "" || path.IsAbs(p) {
-		return fmt.Errorf("parameter %s: %q must be a path relative to the app directory", param, p)
-	}
-	return nil
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

@@ -9,9 +9,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// kustomizationFiles are the names kustomize reads a kustomization from, in
+// KustomizationFiles are the names kustomize reads a kustomization from, in
 // the order it tries them.
-var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
+var KustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Kustomization"}
 
 // helmChartsFile is the discovery of the kustomize-helm plugin: the name of
 // dir's kustomization file when it has a top-level helmCharts key, "" when it
@@ -19,7 +19,7 @@ var kustomizationFiles = []string{"kustomization.yaml", "kustomization.yml", "Ku
 // is no match: the plain kustomize plugin then takes the app, and kustomize's
 // own parse error reaches the user.
 func helmChartsFile(dir string) (string, error) {
-	for _, name := range kustomizationFiles {
+	for _, name := range KustomizationFiles {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

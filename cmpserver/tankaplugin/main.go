@@ -7,7 +7,6 @@ package tankaplugin
 
 import (
 	"context"
-	"os"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -34,21 +33,6 @@ on PATH.`
 func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	fs := serving.NewFlagSet("cmp-server tanka", "generate")
 	fs.Notes(notes)
-	ps, dir, err := toolrun.GenerateAction(fs, args)
-	if err != nil {
-		return err
-	}
-	argv, warnings, err := tkArgs(ps)
-	if werr := toolrun.Warn(stdio.Stderr, warnings); werr != nil {
-		return werr
-	}
-	if err != nil {
-		return err
-	}
 	// tk prints YAML documents; the plugin server splits them.
-	stderr, err := toolrun.Stream(ctx, "tk", argv, dir, os.Environ(), stdio.Stdout, func(msg string) string { return msg })
-	if len(stderr) > 0 {
-		_, _ = stdio.Stderr.Write(stderr)
-	}
-	return err
+	return toolrun.StreamGenerate(ctx, fs, args, stdio, "tk", tkArgs)
 }

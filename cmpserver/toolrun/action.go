@@ -1,9 +1,11 @@
 package toolrun
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
@@ -49,4 +51,41 @@ func Warn(w io.Writer, warnings []string) error {
 		}
 	}
 	return nil
+}
+
+// CheckRelative refuses an empty or absolute path: the paths a parameter
+// names are the repository's, relative to the app directory ("../lib" for a
+// directory beside it is fine). This is no sandbox: a tool may read any file
+// the sidecar can read, so the sidecar, which holds only the repository's
+// copy, its image and its own mounts, is the boundary.
+func CheckRelative(param, p string) error {
+	if p == "" || path.IsAbs(p) {
+		return fmt.Errorf("parameter %s: %q must be a path relative to the app directory", param, p)
+	}
+	return nil
+}
+
+// StreamGenerate is the generate action of a built-in plugin whose tool
+// prints the manifests itself (YAML documents the plugin server splits):
+// the Application's parameters turned into tool's argv by args, its warnings
+// on stderr, the tool run in the app directory with the plugin env, its
+// stdout passed on and its stderr after it.
+func StreamGenerate(ctx context.Context, fs *serving.FlagSet, cmdArgs []string, stdio serving.IO, tool string,
+	args func([]params.AppParameter) (argv, warnings []string, err error)) error {
+	ps, dir, err := GenerateAction(fs, cmdArgs)
+	if err != nil {
+		return err
+	}
+	argv, warnings, err := args(ps)
+	if werr := Warn(stdio.Stderr, warnings); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	stderr, err := Stream(ctx, tool, argv, dir, os.Environ(), stdio.Stdout, func(msg string) string { return msg })
+	if len(stderr) > 0 {
+		_, _ = stdio.Stderr.Write(stderr)
+	}
+	return err
 }

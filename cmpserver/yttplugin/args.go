@@ -3,10 +3,10 @@ package yttplugin
 import (
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/toolrun"
 	"github.com/cmp-injector/cmp-injector/pkg/params"
 )
 
@@ -52,13 +52,13 @@ func yttArgs(ps []params.AppParameter) (argv, warnings []string, err error) {
 		}
 	}
 	for _, f := range files {
-		if err := checkRelative(paramFiles, f); err != nil {
+		if err := toolrun.CheckRelative(paramFiles, f); err != nil {
 			return nil, warnings, err
 		}
 		argv = append(argv, "-f", f)
 	}
 	for _, f := range valuesFiles {
-		if err := checkRelative(paramValuesFiles, f); err != nil {
+		if err := toolrun.CheckRelative(paramValuesFiles, f); err != nil {
 			return nil, warnings, err
 		}
 		argv = append(argv, "--data-values-file", f)
@@ -74,15 +74,4 @@ func yttArgs(ps []params.AppParameter) (argv, warnings []string, err error) {
 		}
 	}
 	return argv, warnings, nil
-}
-
-// checkRelative refuses an empty or absolute path: the paths a parameter
-// names are the repository's, relative to the app directory. ytt reads only
-// the files it is given (its load() stays among them), but the sidecar, which
-// holds only the repository's copy, is the boundary either way.
-func checkRelative(param, p string) error {
-	if p == "" || path.IsAbs(p) {
-		return fmt.Errorf("parameter %s: %q must be a path relative to the app directory", param, p)
-	}
-	return nil
 }

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -232,7 +233,7 @@ func (cp *ControlPlane) InstallChart(injectorBin, root string, logTo io.Writer, 
 	}
 	secret.Namespace = InjectorNamespace
 	secret.APIVersion, secret.Kind = "v1", "Secret"
-	obj, err := toMap(&secret)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&secret)
 	if err != nil {
 		return nil, err
 	}
@@ -402,17 +403,4 @@ func (c *Client) WaitRollout(ns, name, selector string, minGeneration int64, rep
 		return r, wrong
 	}
 	return r, err
-}
-
-// toMap is obj as the generic map Client.Apply sends.
-func toMap(obj any) (map[string]any, error) {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
