@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 
 	"go.uber.org/zap"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/cmp-injector/cmp-injector/injector/sidecarprobe"
 )
@@ -54,22 +50,13 @@ func (p *sidecarProbe) resolve(image string) (bool, string, error) {
 }
 
 func (p *sidecarProbe) newResolver() (*sidecarprobe.Resolver, error) {
-	cfg, err := p.rf.restConfig()
+	client, err := p.rf.clientset()
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "cmp-injector"
-	client, err := kubernetes.NewForConfig(cfg)
+	ns, err := ownNamespace(p.namespace, "--sidecar-probe-namespace")
 	if err != nil {
 		return nil, err
-	}
-	ns := p.namespace
-	if ns == "" {
-		b, err := os.ReadFile(serviceAccountNamespace)
-		if err != nil {
-			return nil, errors.New("--sidecar-probe-namespace is required outside a pod")
-		}
-		ns = strings.TrimSpace(string(b))
 	}
 	return &sidecarprobe.Resolver{Client: client, Namespace: ns, Decided: func(d sidecarprobe.Decision) {
 		p.log.Info("asked the API server about native sidecars", zap.String("namespace", ns), zap.Bool("native", d.Native), zap.String("answer", d.Reason))

@@ -62,22 +62,13 @@ func (f *reconcileFlags) check() error {
 
 // reconciler builds the reconciler with a client for the cluster.
 func (f *reconcileFlags) reconciler(srv *injector.Server, log *zap.Logger) (*reconcile.Reconciler, error) {
-	cfg, err := f.restConfig()
+	client, err := f.clientset()
 	if err != nil {
 		return nil, fmt.Errorf("--reconcile: %w", err)
 	}
-	cfg.UserAgent = "cmp-injector"
-	client, err := kubernetes.NewForConfig(cfg)
+	ns, err := ownNamespace(f.leaseNamespace, "--leader-election-namespace")
 	if err != nil {
 		return nil, fmt.Errorf("--reconcile: %w", err)
-	}
-	ns := f.leaseNamespace
-	if ns == "" {
-		b, err := os.ReadFile(serviceAccountNamespace)
-		if err != nil {
-			return nil, errors.New("--reconcile: --leader-election-namespace is required outside a pod")
-		}
-		ns = strings.TrimSpace(string(b))
 	}
 	id := f.id
 	if id == "" {
@@ -94,6 +85,30 @@ func (f *reconcileFlags) reconciler(srv *injector.Server, log *zap.Logger) (*rec
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 		Resync: f.resync, Rollout: f.rollout, NamespaceSelector: f.nsSelector, Log: log, Registerer: srv.Registry(),
 	})
+}
+
+// clientset is a client of the API server restConfig points at, as the
+// injector (its user agent).
+func (f *reconcileFlags) clientset() (*kubernetes.Clientset, error) {
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "cmp-injector"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// ownNamespace is given, else the namespace of the pod the injector runs in
+// (its service account's); outside a pod the flag that gives it is required.
+func ownNamespace(given, flag string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return "", errors.New(flag + " is required outside a pod")
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 func (f *reconcileFlags) restConfig() (*rest.Config, error) {
