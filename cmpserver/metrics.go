@@ -15,6 +15,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
+	"github.com/cmp-injector/cmp-injector/cmpserver/rendercache"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
@@ -33,6 +34,11 @@ type metrics struct {
 	configInfo      *prometheus.GaugeVec
 	refusals        *prometheus.CounterVec
 	metricsDropped  *prometheus.CounterVec
+	// The render cache (rendercache, via cacheObserver).
+	cacheLookups   *prometheus.CounterVec
+	cacheEvictions *prometheus.CounterVec
+	cacheEntries   prometheus.Gauge
+	cacheBytes     prometheus.Gauge
 }
 
 // newMetrics registers every cmp_server_ metric on a new registry.
@@ -82,6 +88,28 @@ func newMetrics() *metrics {
 			Name: "cmp_server_metrics_connections_dropped_total",
 			Help: "Connections to --metrics-addr closed by its limits, by reason: per_ip_cap (its address held --metrics-max-connections-per-ip), evicted (the oldest, closed to make room at --metrics-max-connections).",
 		}, []string{"reason"}),
+		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_render_cache_lookups_total",
+			Help: "GenerateManifest requests looked up in the render cache, by result: hit (answered without running the plugin) or miss.",
+		}, []string{"result"}),
+		cacheEvictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cmp_server_render_cache_evictions_total",
+			Help: "Answers removed from the render cache, by reason: size (the least recently used, to stay within --render-cache-size) or expired (older than --render-cache-ttl).",
+		}, []string{"reason"}),
+		cacheEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cmp_server_render_cache_entries",
+			Help: "Answers held by the render cache of the configuration being served.",
+		}),
+		cacheBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cmp_server_render_cache_bytes",
+			Help: "Bytes of the answers held by the render cache of the configuration being served (at most --render-cache-size).",
+		}),
+	}
+	for _, r := range []string{cacheHit, cacheMiss} {
+		m.cacheLookups.WithLabelValues(r)
+	}
+	for _, r := range []string{rendercache.EvictedSize, rendercache.EvictedExpired} {
+		m.cacheEvictions.WithLabelValues(r)
 	}
 	// Both results exist from the start, so a rate() or an alert on failures
 	// has a series before the first one.
@@ -94,8 +122,33 @@ func newMetrics() *metrics {
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
 		m.configReloads, m.configInfo, m.refusals, m.metricsDropped,
+		m.cacheLookups, m.cacheEvictions, m.cacheEntries, m.cacheBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// Render cache lookup results (cmp_server_render_cache_lookups_total).
+const (
+	cacheHit  = "hit"
+	cacheMiss = "miss"
+)
+
+// cacheObserver counts what the render cache does (rendercache.Observer).
+type cacheObserver struct{ m *metrics }
+
+func (o cacheObserver) Lookup(hit bool) {
+	r := cacheMiss
+	if hit {
+		r = cacheHit
+	}
+	o.m.cacheLookups.WithLabelValues(r).Inc()
+}
+
+func (o cacheObserver) Evicted(reason string) { o.m.cacheEvictions.WithLabelValues(reason).Inc() }
+
+func (o cacheObserver) Held(entries int, bytes int64) {
+	o.m.cacheEntries.Set(float64(entries))
+	o.m.cacheBytes.Set(float64(bytes))
 }
 
 // configLoaded points cmp_server_config_info at the configuration in use.

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
+	"github.com/cmp-injector/cmp-injector/cmpserver/rendercache"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
 
@@ -28,6 +29,9 @@ type loaded struct {
 	// hash is the sha256 of the plugin.yaml bytes, "" for a configuration
 	// given in Options.Plugin.
 	hash string
+	// cache holds this configuration's answers (nil: off); a reload starts
+	// an empty one.
+	cache *rendercache.Cache[*encodedManifests]
 }
 
 // configs holds the configuration new requests take; a request keeps the
@@ -37,6 +41,9 @@ type configs struct {
 	// newEngine runs a configuration's plugin with the server's options.
 	newEngine func(*pluginconfig.Plugin) *engine.Engine
 	metrics   *metrics
+	// renderCache is Options.RenderCache, made anew for each configuration.
+	renderCache rendercache.Config
+	log         *zap.Logger
 }
 
 // get is the configuration a request starting now takes.
@@ -45,12 +52,24 @@ func (c *configs) get() *loaded { return c.current.Load() }
 // install makes l the configuration of new requests.
 func (c *configs) install(l *loaded) {
 	l.engine = c.newEngine(l.plugin)
+	l.cache = rendercache.New[*encodedManifests](c.renderCache, l.hash, cacheObserver{c.metrics})
+	if l.cache != nil && l.plugin.Spec.ProvideGitCreds {
+		// The repo-server sends a fresh askpass nonce with every request of
+		// such a plugin, so no key would repeat; and a plugin that fetches
+		// with the user's git credentials reads more than its tree.
+		c.log.Warn("the render cache is off for this configuration: it sets provideGitCreds")
+		l.cache = nil
+	}
 	// allowConcurrency: false holds across a reload: a generation started on
 	// the old configuration still keeps the next one waiting.
-	if old := c.get(); old != nil {
+	old := c.get()
+	if old != nil {
 		l.engine.KeepSerial(old.engine)
 	}
 	c.current.Store(l)
+	if old != nil {
+		old.cache.Drop()
+	}
 	c.metrics.configLoaded(l.hash)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/rendercache"
 	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
@@ -54,6 +55,9 @@ type Options struct {
 	Env    []string
 	Limits unpack.Limits
 	Exec   command.Options
+	// RenderCache answers a repeated GenerateManifest without running the
+	// plugin (package rendercache); zero: off.
+	RenderCache rendercache.Config
 	// MaxMsgSize is the gRPC message size limit in bytes (100 MiB).
 	MaxMsgSize int
 	// KeepaliveMinTime is the shortest client ping interval allowed (10 s); the
@@ -116,6 +120,10 @@ func DefaultOptions() Options {
 func (o *Options) Validate() error {
 	// errors.Join leaves out the nil ones.
 	errs := append(o.Limits.Problems(), o.Exec.Problems()...)
+	errs = append(errs, o.RenderCache.Problems()...)
+	if o.RenderCache.Enabled() && !o.RenderCache.AllowSecrets && len(o.Exec.Redact.Names()) > 0 {
+		errs = append(errs, fmt.Errorf("--render-cache-size is set but this sidecar takes env from Secrets (%s): a cached answer would outlive a rotated Secret and hold its values in memory; add --render-cache-allow-secrets if that is acceptable", strings.Join(o.Exec.Redact.Names(), ", ")))
+	}
 	errs = append(errs,
 		serving.NotNegative("max-concurrent-streams", o.MaxConcurrentStreams),
 		serving.NotNegative("stream-idle-timeout", o.StreamIdleTimeout),
@@ -218,7 +226,7 @@ func New(opts Options) (*Server, error) {
 	m := newMetrics()
 	registerRedactions(m.Registry, opts.Exec.Redact)
 	env := append(append([]string{}, opts.Env...), command.LogEnv(opts.LogLevel, opts.LogFormat)...)
-	cfgs := &configs{metrics: m, newEngine: func(p *pluginconfig.Plugin) *engine.Engine {
+	cfgs := &configs{metrics: m, renderCache: opts.RenderCache, log: opts.Logger, newEngine: func(p *pluginconfig.Plugin) *engine.Engine {
 		return engine.New(p, opts.Limits, opts.WorkDir, opts.Exec, env, opts.Logger, m)
 	}}
 	cfgs.install(first)

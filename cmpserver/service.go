@@ -18,6 +18,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/engine"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/redact"
+	"github.com/cmp-injector/cmp-injector/cmpserver/rendercache"
 	"github.com/cmp-injector/cmp-injector/cmpserver/request"
 	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
@@ -60,13 +61,44 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
 	cfg := svc.r.configs.get()
-	return withRepo(svc.r, stream, "GenerateManifest", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
+	c := &requestCache{cache: cfg.cache}
+	var lookup func(*pluginpb.ManifestRequestMetadata) (*encodedManifests, bool)
+	if c.cache != nil {
+		lookup = c.lookup
+	}
+	return withRepo(svc.r, stream, "GenerateManifest", true, cfg, lookup, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
 		m := &encodedManifests{}
 		if err := cfg.engine.Generate(ctx, ws, m); err != nil {
 			return nil, fmt.Errorf("error generating manifests: %w", err)
 		}
+		// Kept only now, after the stream matched the checksum in its key.
+		c.keep(m)
 		return m, nil
 	}, func(m *encodedManifests) error { return stream.SendMsg(m) })
+}
+
+// requestCache is one GenerateManifest's use of its configuration's render
+// cache: the key made from the header (lookup), kept for the answer (keep).
+type requestCache struct {
+	cache *rendercache.Cache[*encodedManifests]
+	key   rendercache.Key
+	keyed bool
+}
+
+// lookup is the cached answer for meta's key, if any.
+func (rc *requestCache) lookup(meta *pluginpb.ManifestRequestMetadata) (*encodedManifests, bool) {
+	rc.key, rc.keyed = rc.cache.KeyOf(meta)
+	if !rc.keyed {
+		return nil, false
+	}
+	return rc.cache.Get(rc.key)
+}
+
+// keep caches m under the request's key.
+func (rc *requestCache) keep(m *encodedManifests) {
+	if rc.keyed {
+		rc.cache.Put(rc.key, m, int64(m.size))
+	}
 }
 
 func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginService_MatchRepositoryServer) error {
@@ -74,7 +106,7 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 	configured := cfg.plugin.DiscoveryConfigured()
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	return withRepo(svc.r, stream, "MatchRepository", configured, cfg, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
+	return withRepo(svc.r, stream, "MatchRepository", configured, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
 		ok, err := cfg.engine.Match(ctx, ws)
 		if err != nil {
 			return false, fmt.Errorf("match repository error: %w", err)
@@ -87,7 +119,7 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
 	cfg := svc.r.configs.get()
-	return withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
+	return withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
 		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
 			return nil, fmt.Errorf("get parameters announcement error: %w", err)
@@ -100,14 +132,15 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 // repository received and unpacked, fn run on it, the dir removed, the answer
 // sent. The request runs on cfg, the configuration current when it started,
 // to its end. Logs carry a request id and the configuration's hash, never env
-// values.
-func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, fn func(context.Context, *engine.Workspace) (T, error), send func(T) error) error {
+// values. lookup, when set, may answer from the header alone (the render
+// cache); the answer is sent only once the stream has been verified.
+func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, lookup func(*pluginpb.ManifestRequestMetadata) (T, bool), fn func(context.Context, *engine.Workspace) (T, error), send func(T) error) error {
 	id := newRequestID()
 	ctx, span := tracing.Begin(stream.Context(), requestSpan(rpc))
 	if span.Recording() {
 		span.Set(tracing.AttrPlugin.String(cfg.plugin.Metadata.Name), tracing.AttrConfigHash.String(cfg.hash), tracing.AttrRequestID.String(id))
 	}
-	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, fn)
+	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, lookup, fn)
 	if err == nil {
 		_, sending := tracing.Begin(ctx, tracing.SpanSend)
 		if sending.Recording() {
@@ -136,7 +169,7 @@ func requestSpan(rpc string) string {
 }
 
 // runRequest is withRepo's request, its span begun.
-func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stream, id, rpc string, extract bool, cfg *loaded, span *tracing.Span, fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
+func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stream, id, rpc string, extract bool, cfg *loaded, span *tracing.Span, lookup func(*pluginpb.ManifestRequestMetadata) (T, bool), fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
 	var zero T
 	log := s.log.With(zap.String("request_id", id), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
@@ -164,6 +197,14 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 		rq.Trees = s.trees
 	}
 	rq.Admit = admission(s.metrics, rpc, cfg, log)
+	var cached T
+	if lookup != nil {
+		rq.Known = func(meta *pluginpb.ManifestRequestMetadata) bool {
+			var hit bool
+			cached, hit = lookup(meta)
+			return hit
+		}
+	}
 	rq.Received = func(repo *unpack.Repo) {
 		s.metrics.received(rpc, repo.Size)
 		if span.Recording() {
@@ -180,6 +221,9 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 		// repo-server packing the repository before it sends the header;
 		// after_header is the server's own part.
 		log.Info("request done", zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.SinceHeader()))
+		if rq.FromCache {
+			return cached, nil
+		}
 		return out, nil
 	case request.StageAdmit:
 		return zero, err // logged and counted by admission

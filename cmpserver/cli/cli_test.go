@@ -16,6 +16,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/cmpserver/tracing/otlptest"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
 )
 
@@ -542,5 +543,42 @@ spec:
 	out2, err := bounded("env", "ARGOCD_EXEC_TIMEOUT=later", binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir).CombinedOutput()
 	if err == nil || !strings.Contains(string(out2), "ARGOCD_EXEC_TIMEOUT=\"later\" is not a duration") {
 		t.Errorf("serve with a bad ARGOCD_EXEC_TIMEOUT: %v\n%s", err, out2)
+	}
+}
+
+// TestRenderCacheSettings: serve reads the render cache's env (the injector's
+// way to set it), refuses an unreadable value and a cache on a sidecar with
+// Secret env, and says at start that the cache is on.
+func TestRenderCacheSettings(t *testing.T) {
+	t.Parallel()
+	configDir, socketDir, workDir := layout(t, echoPlugin)
+	serve := func(timeout time.Duration, env ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, "serve", "--config-dir", configDir, "--socket-dir", socketDir, "--work-dir", workDir)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for env, want := range map[string]string{
+		keys.EnvRenderCacheSize + "=64Mi":                 `CMP_SERVER_RENDER_CACHE_SIZE="64Mi" is not a number of bytes`,
+		keys.EnvRenderCacheTTL + "=long":                  `CMP_SERVER_RENDER_CACHE_TTL="long" is not a duration`,
+		keys.EnvRenderCacheRevisionIndependent + "=maybe": `CMP_SERVER_RENDER_CACHE_REVISION_INDEPENDENT="maybe" is not true or false`,
+		keys.EnvRenderCacheSize + "=-1":                   "--render-cache-size must not be negative",
+	} {
+		out, err := serve(20*time.Second, env)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out, want) {
+			t.Errorf("%s: %v, want exit 2 and %q:\n%s", env, err, want, out)
+		}
+	}
+	out, err := serve(20*time.Second, keys.EnvRenderCacheSize+"=1048576", keys.EnvSecretEnv+"=TOKEN", "TOKEN=s.0123456789abcdef")
+	if err == nil || !strings.Contains(out, "takes env from Secrets (TOKEN)") || strings.Contains(out, "s.0123456789abcdef") {
+		t.Errorf("a cache on a sidecar with Secret env: %v\n%s", err, out)
+	}
+	// Allowed, it starts (and runs until the timeout ends it).
+	out, _ = serve(3*time.Second, keys.EnvRenderCacheSize+"=1048576", keys.EnvRenderCacheAllowSecrets+"=true", keys.EnvSecretEnv+"=TOKEN", "TOKEN=s.0123456789abcdef")
+	if !strings.Contains(out, "render cache on") || !strings.Contains(out, `"max_bytes":1048576`) {
+		t.Errorf("the cache allowed with Secret env did not start:\n%s", out)
 	}
 }

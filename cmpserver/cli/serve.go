@@ -107,6 +107,9 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 	if err := execFlags(fs.FlagSet, &opts.Exec); err != nil {
 		return fs.Errorf("%v", err)
 	}
+	if err := renderCacheFlags(fs.FlagSet, &opts.RenderCache); err != nil {
+		return fs.Errorf("%v", err)
+	}
 	level, format := logFlags(fs.FlagSet)
 	var traceCfg tracing.Config
 	if err := tracing.Flags(fs.FlagSet, &traceCfg); err != nil {
@@ -139,6 +142,10 @@ func serveCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		}()
 	}
 	opts.Tracer = tracer
+	if c := opts.RenderCache; c.Enabled() {
+		log.Info("render cache on: a repeated GenerateManifest is answered without running the plugin", zap.Int64("max_bytes", c.MaxBytes),
+			zap.Duration("ttl", c.TTL), zap.Bool("revision_independent", c.RevisionIndependent), zap.Bool("allow_secrets", c.AllowSecrets))
+	}
 	// The library reads 0 as "default"; on the command line 0 means "off".
 	// The server loads the file and reloads it when it changes.
 	opts.ConfigPath = pluginconfig.ConfigPath(configDir)

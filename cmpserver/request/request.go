@@ -18,7 +18,8 @@ import (
 // each own their state, called in this order by Run:
 //
 //	receive   the stream's header, checked by Admit before anything is
-//	          written; the request dir, <work dir>/<random UUID>; where to
+//	          written; if Known has the answer, the body only verified and
+//	          nothing more done; the request dir, <work dir>/<random UUID>; where to
 //	          unpack (the request dir, a lease on a shared tree, or
 //	          nowhere); the body, unpacked as it arrives and verified; a
 //	          fresh shared tree sealed and published
@@ -42,6 +43,16 @@ type Request struct {
 	// Received, when set, is told of the repository once it is received,
 	// before the workspace (the server counts and logs it).
 	Received func(*unpack.Repo)
+	// Known, when set, is asked once the header is admitted whether the
+	// answer is already known (the render cache, keyed by the header): if
+	// so the body is only received and its checksum verified, nothing is
+	// unpacked or run, and Run returns with FromCache set. The caller gives
+	// its answer only after Run returned without error, that is after the
+	// stream matched the checksum the key was made from.
+	Known func(*pluginpb.ManifestRequestMetadata) bool
+
+	// FromCache says Known answered this request.
+	FromCache bool
 
 	dir string // receive
 	// headerAt is when the stream's header arrived: Argo CD's client sends
@@ -80,6 +91,9 @@ func Run[T any](ctx context.Context, r *Request, stream unpack.Stream, fn func(c
 	}
 	if r.Received != nil {
 		r.Received(r.repo)
+	}
+	if r.FromCache {
+		return zero, "", nil
 	}
 	if err := r.workspace(); err != nil {
 		return zero, StageWorkspace, err
@@ -123,6 +137,19 @@ func (r *Request) receive(ctx context.Context, stream unpack.Stream) (refused bo
 	if r.Admit != nil {
 		err = r.Admit(meta)
 		refused = err != nil
+	}
+	if err == nil && r.Known != nil && r.Known(meta) {
+		// Only hashed: the answer's key holds the header's checksum, which
+		// the whole stream must match before the answer is given.
+		r.FromCache = true
+		_, span = tracing.Begin(ctx, tracing.SpanUntgz)
+		r.repo, err = rc.Body(meta, nil)
+		if span.Recording() && r.repo != nil {
+			span.Set(tracing.AttrBytes.Int64(r.repo.Size), tracing.AttrRenderCacheHit.Bool(true))
+		}
+		span.End(err)
+		r.Log = r.Log.With(zap.String("app_rel_path", meta.GetAppRelPath()), zap.Bool("render_cache_hit", true))
+		return false, err
 	}
 	if err == nil {
 		err = r.begin()

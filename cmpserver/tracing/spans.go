@@ -48,6 +48,9 @@ const (
 	AttrBytes      = attribute.Key("cmp.repo.compressed_bytes")
 	AttrFiles      = attribute.Key("cmp.repo.files")
 	AttrSharedTree = attribute.Key("cmp.repo.shared_tree_reused")
+	// AttrRenderCacheHit: the answer came from the render cache; the
+	// stream was only verified.
+	AttrRenderCacheHit = attribute.Key("cmp.render_cache.hit")
 	// AttrCommand is the program (Argo CD's attribute: the first word of the
 	// command, never its arguments, which may carry values of secrets).
 	AttrCommand  = attribute.Key("command")

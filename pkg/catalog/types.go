@@ -156,8 +156,11 @@ type Plugin struct {
 	// repo-server's git credentials (provideGitCreds): the credentials of
 	// every repository the repo-server clones for an Application that uses
 	// it. Only then does its sidecar share the repo-server's askpass socket.
-	GitCredentials bool         `json:"gitCredentials,omitempty"`
-	Config         ConfigSource `json:"config"`
+	GitCredentials bool `json:"gitCredentials,omitempty"`
+	// RenderCache, when set, lets the sidecar answer a repeated
+	// GenerateManifest from memory (rendercache.go).
+	RenderCache *RenderCache `json:"renderCache,omitempty"`
+	Config      ConfigSource `json:"config"`
 	// Rules (allowedProjects, allowedSourceRepos) limit which Argo CD
 	// projects and repositories may use the plugin; absent: all (tenancy.go).
 	tenancy.Rules

@@ -151,6 +151,7 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 	validateHome(p, field+".home", pl.Home)
 	validateConfigSource(p, field+".config", &pl.Config)
 	validateTenancy(p, field, pl)
+	validateRenderCache(p, field, pl)
 }
 
 func validateConfigSource(p *problems, field string, c *ConfigSource) {

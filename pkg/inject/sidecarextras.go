@@ -2,6 +2,7 @@ package inject
 
 import (
 	"path"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -36,7 +37,27 @@ func sidecarEnv(e *catalog.Entry) []corev1.EnvVar {
 	for _, v := range e.Env {
 		env = append(env, *v.DeepCopy())
 	}
+	env = append(env, renderCacheEnv(e.RenderCache)...)
 	return withSecretEnv(env, e)
+}
+
+// renderCacheEnv is cmp-server's render cache as the catalog entry sets it
+// (the server's --render-cache-* flags read these); none when it is off.
+func renderCacheEnv(rc *catalog.RenderCache) []corev1.EnvVar {
+	if rc == nil {
+		return nil
+	}
+	env := []corev1.EnvVar{{Name: keys.EnvRenderCacheSize, Value: strconv.FormatInt(rc.Size.Value(), 10)}}
+	if rc.TTL != nil {
+		env = append(env, corev1.EnvVar{Name: keys.EnvRenderCacheTTL, Value: rc.TTL.Duration.String()})
+	}
+	if rc.RevisionIndependent {
+		env = append(env, corev1.EnvVar{Name: keys.EnvRenderCacheRevisionIndependent, Value: "true"})
+	}
+	if rc.AllowSecrets {
+		env = append(env, corev1.EnvVar{Name: keys.EnvRenderCacheAllowSecrets, Value: "true"})
+	}
+	return env
 }
 
 // sidecarEnvFrom copies the catalog's Secret and ConfigMap references.

@@ -207,6 +207,15 @@ const EnvCommandID = "CMP_SERVER_COMMAND_ID"
 // (a variable the catalog sets itself, which wins over envFrom).
 const EnvSecretEnv = "CMP_SERVER_SECRET_ENV"
 
+// The render cache's settings (cmp-server's --render-cache-* flags), which
+// the injector sets on a sidecar from its catalog entry's renderCache.
+const (
+	EnvRenderCacheSize                = "CMP_SERVER_RENDER_CACHE_SIZE"
+	EnvRenderCacheTTL                 = "CMP_SERVER_RENDER_CACHE_TTL"
+	EnvRenderCacheRevisionIndependent = "CMP_SERVER_RENDER_CACHE_REVISION_INDEPENDENT"
+	EnvRenderCacheAllowSecrets        = "CMP_SERVER_RENDER_CACHE_ALLOW_SECRETS"
+)
+
 // Bounds on the plugins annotation (PluginsAnnotation). The webhook refuses a
 // longer list; the reconciler, which caches pods, keeps a longer value as
 // "oversized" rather than its bytes. Both must use one figure, or a pod could
