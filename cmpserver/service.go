@@ -195,6 +195,13 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 	// same stream (unpack/trees.go); any other request unpacks into its own dir.
 	if extract && cfg.plugin.Spec.ReadOnlyRepository {
 		rq.Trees = s.trees
+	} else if rpc == "MatchRepository" && cfg.plugin.DiscoveryReadsNamesOnly() {
+		// A rule by file name or glob reads the tree's names, types and
+		// links, never a file's content: every file is unpacked empty, so
+		// that discovery, which the repo-server sends the whole repository
+		// for, writes none of it. (A shared tree, when there is one, already
+		// costs one unpack per repository.)
+		rq.NamesOnly = true
 	}
 	rq.Admit = admission(s.metrics, rpc, cfg, log)
 	var cached T

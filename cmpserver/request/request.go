@@ -31,6 +31,9 @@ type Request struct {
 	Engine  *engine.Engine
 	Extract bool          // the repository is unpacked (not for a match without discovery)
 	Trees   *unpack.Trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
+	// NamesOnly unpacks a private tree's files empty (unpack.Target.NamesOnly):
+	// the request's fn reads names only (a discovery rule by file name or glob).
+	NamesOnly bool
 	Limits  unpack.Limits
 	Idle    time.Duration // --stream-idle-timeout; 0: none
 	Log     *zap.Logger
@@ -194,7 +197,9 @@ func (r *Request) target(meta *pluginpb.ManifestRequestMetadata) *unpack.Target 
 		return nil
 	}
 	if r.Trees == nil {
-		return r.Engine.UnpackTo(r.dir)
+		to := r.Engine.UnpackTo(r.dir)
+		to.NamesOnly = r.NamesOnly
+		return to
 	}
 	key := unpack.TreeKey{Checksum: meta.GetChecksum(), PreserveMode: r.Engine.PreserveMode()}
 	l, err := r.Trees.Lease(key, r.Engine.NewRequestDir)

@@ -54,6 +54,7 @@ type extractor struct {
 	limits       Limits
 	preserveMode bool
 	readOnly     bool
+	namesOnly    bool
 
 	// gate, if set, is called before a file is written with the declared
 	// size of all files so far, that one included; an error ends the extraction.
@@ -101,6 +102,11 @@ type extractOptions struct {
 	// readOnly creates files without write permission and takes it from every
 	// directory once the tree is complete (a tree shared between requests).
 	readOnly bool
+	// namesOnly writes every regular file empty: the tree has every path,
+	// type, mode and link of the tarball but no content, which is all a
+	// discovery rule by file name or glob reads (see Target.NamesOnly).
+	// Limits count the declared sizes as if written.
+	namesOnly bool
 	gate     func(int64) error // see extractor.gate
 	// stats, if set, is given the extraction's counts (the entries for the
 	// request's trace; the link work for tests).
@@ -132,7 +138,7 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 		// Every return waits for the writers: the caller may remove dest next.
 		defer x.writers.close()
 	}
-	x.readOnly = o.readOnly
+	x.readOnly, x.namesOnly = o.readOnly, o.namesOnly
 	x.linkSteps = cmp.Or(o.linkSteps, maxSymlinkSteps)
 	if o.stats != nil {
 		defer func() { x.stats.files = x.files; *o.stats = x.stats }()
@@ -400,6 +406,21 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 	abs, err := x.clearTarget(rel)
 	if err != nil {
 		return err
+	}
+	if x.namesOnly {
+		// The tar reader skips the content at the next header.
+		x.bytes += hdr.Size
+		f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, x.mode(hdr, 0o644))
+		if err == nil {
+			err = f.Close()
+		}
+		if err == nil && x.preserveMode {
+			err = os.Chmod(abs, x.mode(hdr, 0o644))
+		}
+		if err != nil {
+			return fmt.Errorf("error extracting %q: %w", hdr.Name, err)
+		}
+		return nil
 	}
 	if x.writers != nil && hdr.Size <= parallelMax {
 		n, err := x.writers.submit(abs, hdr.Name, x.mode(hdr, 0o644), x.preserveMode, body, int(hdr.Size))

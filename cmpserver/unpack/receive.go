@@ -46,6 +46,10 @@ type Target struct {
 	Limits       Limits
 	PreserveMode bool
 	ReadOnly     bool // see extractOptions.readOnly
+	// NamesOnly unpacks every file empty (extractOptions.namesOnly): for a
+	// MatchRepository whose rule reads only names, so that discovery writes
+	// no content. Never for a tree a command runs on.
+	NamesOnly bool
 	// Keep hands the spooled tarball to the caller (Repo.Tgz) instead of
 	// closing it: a shared tree keeps it (trees.go).
 	Keep bool
@@ -353,7 +357,7 @@ func startUnpack(to *Target) (*streamUnpack, error) {
 	u := &streamUnpack{sp: sp, limits: to.Limits, done: make(chan struct{}), keep: to.Keep}
 	go func() {
 		defer close(u.done)
-		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, gate: u.gate, stats: &u.stats})
+		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, namesOnly: to.NamesOnly, gate: u.gate, stats: &u.stats})
 	}()
 	return u, nil
 }

@@ -95,6 +95,14 @@ func (p *Plugin) DiscoveryConfigured() bool {
 	return d.FileName != "" || (d.Find != nil && (d.Find.Glob != "" || len(d.Find.Command.Command) > 0))
 }
 
+// DiscoveryReadsNamesOnly reports whether the discovery rule evaluated (the
+// first one set, as Argo CD evaluates it) reads only the tree's names:
+// fileName or find.glob, not find.command.
+func (p *Plugin) DiscoveryReadsNamesOnly() bool {
+	d := p.Spec.Discover
+	return d != nil && (d.FileName != "" || (d.Find != nil && d.Find.Glob != ""))
+}
+
 // Concurrent reports whether generation may run in parallel; only an explicit
 // allowConcurrency: false serialises it.
 func (p *Plugin) Concurrent() bool {

@@ -6,6 +6,10 @@
 //     when cached, Argo CD's argocd-cmp-server, on generated git repositories of
 //     200, 1,000 and 5,000 files and a 20-app monorepo at one revision, with the
 //     repo-server's stock settings and with the tuning the injector applies;
+//   - a refresh of a monorepo's Applications (half discovered, half naming
+//     the plugin) with the controller's fan-out, Argo CD's server with the
+//     stock settings against ours with the injector's, readOnlyRepository,
+//     manifest-generate-paths and the render cache (refresh.go);
 //   - the webhook: our injector against a no-op TLS webhook built into this
 //     command, at 1, 16 and 64 concurrent clients, and one 50-container pod.
 //
@@ -55,21 +59,24 @@ func (b *binaries) Set(v string) error {
 }
 
 type options struct {
-	only        string
-	runs        int
-	repeat      int
-	sizes       []int
-	workRoot    string
-	servers     binaries
-	injectors   binaries
-	argo        string
-	cmpbench    string
-	chunk       int
-	exclude     string
-	monorepo    bool
-	webhookFor  time.Duration
-	concurrency []int
-	protos      []string
+	only      string
+	runs      int
+	repeat    int
+	sizes     []int
+	workRoot  string
+	servers   binaries
+	injectors binaries
+	argo      string
+	cmpbench  string
+	chunk     int
+	exclude   string
+	monorepo  bool
+	// refreshSize and refreshRounds: the refresh of a monorepo's apps.
+	refreshSize   string
+	refreshRounds int
+	webhookFor    time.Duration
+	concurrency   []int
+	protos        []string
 	// webhookRounds of every load, interleaved across the targets.
 	webhookRounds int
 	// goals collects the pass lines printed after each repetition.
@@ -95,7 +102,7 @@ func main() {
 	sizes := flag.String("sizes", "200,1000,5000", "repository sizes in files (10 kB each), comma-separated")
 	conc := flag.String("concurrency", "1,16,64", "webhook client concurrencies")
 	protos := flag.String("webhook-protos", "http/1.1,h2", "webhook protocols to measure, in order: http/1.1 (how kube-apiserver calls a Service) and h2 (a localhost URL)")
-	flag.StringVar(&o.only, "only", "all", "cmp, webhook or all")
+	flag.StringVar(&o.only, "only", "all", "cmp, refresh, webhook or all")
 	flag.IntVar(&o.runs, "runs", 5, "measured requests per repository and server (after one warm-up)")
 	flag.IntVar(&o.repeat, "repeat", 1, "repeat the whole comparison this many times, to see the spread")
 	flag.StringVar(&o.workRoot, "work-root", defaultWorkRoot(), "where repositories and request dirs live (tmpfs by default, as in a memory-backed emptyDir)")
@@ -106,6 +113,8 @@ func main() {
 	flag.IntVar(&o.chunk, "tuned-chunk-size", tunedChunkSize, "ARGOCD_CMP_CHUNK_SIZE of the tuned repo-server")
 	flag.StringVar(&o.exclude, "tuned-exclusions", tunedExclusions, "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS of the tuned repo-server")
 	flag.BoolVar(&o.monorepo, "monorepo", true, "also the 20-app monorepo")
+	flag.StringVar(&o.refreshSize, "refresh-size", "quick", "the refresh of a monorepo's Applications: quick (20 apps, 600 files), 100 or 500 (apps, on 3,000 files / 30 MB)")
+	flag.IntVar(&o.refreshRounds, "refresh-rounds", 3, "refreshes per row, rows taking turns; the median is printed")
 	flag.DurationVar(&o.webhookFor, "webhook-duration", 2*time.Second, "load duration per webhook concurrency and round")
 	flag.IntVar(&o.webhookRounds, "webhook-rounds", 3, "rounds of every webhook load, interleaved across the targets; the median is printed")
 	flag.Parse()
@@ -152,6 +161,11 @@ func run(o options) error {
 		}
 		if o.only == "all" || o.only == "cmp" {
 			if err := runCMP(o); err != nil {
+				return err
+			}
+		}
+		if o.only == "all" || o.only == "refresh" {
+			if err := runRefresh(o); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,448 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cmp-injector/cmp-injector/cmpserver/client"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
+)
+
+// The refresh (issue 40): a monorepo with N Applications refreshed at once,
+// as users feel it, through Argo CD's repo-server code (cmpbench) with the
+// application controller's stock fan-out (its 20 status processors: 20
+// GenerateManifest calls in flight, the repo-server's parallelism limit
+// unset). Half the Applications name the plugin, half are discovered; the
+// plugin's discovery rule (a kustomization.yaml in the app) is what Argo CD
+// documents. Hard refresh: nothing is cached by the repo-server.
+
+// refreshSize is one size of the refresh: --refresh-size quick|100|500.
+type refreshSize struct {
+	apps, files int
+}
+
+var refreshSizes = map[string]refreshSize{
+	// quick keeps make bench-e2e's refresh within a few minutes on 2 cores.
+	"quick": {apps: 20, files: 600},
+	"100":   {apps: 100, files: 3000},
+	"500":   {apps: 500, files: 3000},
+}
+
+// refreshStatusProcessors is the controller's --status-processors default.
+const refreshStatusProcessors = 20
+
+// refreshPlugin is Argo CD's documented sidecar plugin.yaml shape: discovery
+// by file name, a generate that prints the app's objects (one here, so the
+// figures are the servers' and the streams', not a tool's).
+const refreshPlugin = `apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: %s
+spec:%s
+  discover:
+    fileName: "./kustomization.yaml"
+  generate:
+    command: [sh, -c, 'printf "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%%s\"}}" "$ARGOCD_APP_NAME"']
+`
+
+// refreshConfig is one row: a plugin server and the repo-server settings it
+// is measured with.
+type refreshConfig struct {
+	name, what string
+	argv       []string
+	env        []string // the server's
+	repoEnv    []string // the repo-server's (cmpbench's)
+	readOnly   bool
+	mgp        bool // --plugin-use-manifest-generate-paths, every app annotated "."
+	// cached: the server's render cache on; the row's figure is a second
+	// refresh after a commit that changes a file outside every app.
+	cached bool
+}
+
+func refreshConfigs(o options) []refreshConfig {
+	stock := []string{}
+	tuned := []string{"ARGOCD_CMP_CHUNK_SIZE=" + strconv.Itoa(o.chunk), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=" + o.exclude}
+	var out []refreshConfig
+	if o.argo != "" {
+		out = append(out, refreshConfig{name: "argo", what: "argocd-cmp-server, stock repo-server (what users have)",
+			argv: []string{o.argo, "--config-dir-path", "CONFIG"}, env: []string{"ARGOCD_BINARY_NAME=argocd-cmp-server"}, repoEnv: stock})
+	}
+	for _, b := range o.servers {
+		ours := []string{b.path, "serve", "--config-dir-path", "CONFIG"}
+		out = append(out,
+			refreshConfig{name: b.name, what: "cmp-server, the injector's repo-server settings", argv: ours, repoEnv: tuned},
+			refreshConfig{name: b.name + "-ro", what: "+ readOnlyRepository", argv: ours, repoEnv: tuned, readOnly: true},
+			refreshConfig{name: b.name + "-mgp", what: "+ manifest-generate-paths (opt-in)", argv: ours, repoEnv: tuned, readOnly: true, mgp: true},
+			refreshConfig{name: b.name + "-cache", what: "+ render cache, refresh after a commit outside every app", argv: ours, repoEnv: tuned, readOnly: true, mgp: true, cached: true,
+				env: []string{keys.EnvRenderCacheSize + "=" + strconv.Itoa(64<<20), keys.EnvRenderCacheRevisionIndependent + "=true"}})
+	}
+	return out
+}
+
+// refreshResult is one row's figures, medians over the rounds.
+type refreshResult struct {
+	cfg                  refreshConfig
+	wallMs, minMs, maxMs float64
+	repoCPUMs, sideCPUMs float64
+	rssMiB               float64
+	bytes                int64
+	streams              int
+}
+
+func runRefresh(o options) error {
+	size, ok := refreshSizes[o.refreshSize]
+	if !ok {
+		return fmt.Errorf("--refresh-size %q: want quick, 100 or 500", o.refreshSize)
+	}
+	if !exists(o.cmpbench) {
+		return fmt.Errorf("%s is missing: run `hack/tools.sh cmpbench`", o.cmpbench)
+	}
+	base, err := os.MkdirTemp(o.workRoot, "refresh-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(base)
+	root := filepath.Join(base, "mono")
+	mb, err := genMonorepo(root, size)
+	if err != nil {
+		return err
+	}
+	var named, discovered []string
+	for i := range size.apps {
+		app := fmt.Sprintf("apps/app-%03d", i)
+		if i%2 == 0 {
+			named = append(named, app)
+		} else {
+			discovered = append(discovered, app)
+		}
+	}
+	fmt.Printf("\n== refresh of %d Applications (%d naming the plugin, %d discovered) on one monorepo of %d files / %.0f MB, %d requests in flight (the controller's status processors), through Argo CD's repo-server code; %d rounds, rows taking turns, a fresh server per refresh\n",
+		size.apps, len(named), len(discovered), size.files, mb, refreshStatusProcessors, o.refreshRounds)
+	cfgs := refreshConfigs(o)
+	runs := make([][]refreshResult, len(cfgs))
+	for round := range o.refreshRounds {
+		for i, c := range cfgs {
+			r, err := refreshOnce(o, base, root, c, named, discovered, round)
+			if err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			runs[i] = append(runs[i], r)
+		}
+	}
+	var results []refreshResult
+	for i, c := range cfgs {
+		results = append(results, medianRefresh(c, runs[i]))
+	}
+	printRefresh(results)
+	o.goals.fromRefresh(results, size.apps)
+	return nil
+}
+
+// refreshOnce starts a fresh server for c, refreshes every app once (the
+// cached row: twice, around a commit outside every app, and measures the
+// second), and stops it.
+func refreshOnce(o options, base, root string, c refreshConfig, named, discovered []string, round int) (refreshResult, error) {
+	srv, err := startRefreshServer(base, c)
+	if err != nil {
+		return refreshResult{}, err
+	}
+	defer srv.stop()
+	res := refreshResult{cfg: c}
+	rev := fmt.Sprintf("%040x", round*2+1)
+	if c.cached {
+		if _, _, err := srv.refresh(o, c, root, named, discovered, rev); err != nil {
+			return res, err
+		}
+		if err := commitOutsideApps(root, round); err != nil {
+			return res, err
+		}
+		rev = fmt.Sprintf("%040x", round*2+2)
+	}
+	cpu0, err := cpuMs(srv.proc.pid())
+	if err != nil {
+		return res, err
+	}
+	wall, repoCPU, err := srv.refresh(o, c, root, named, discovered, rev)
+	if err != nil {
+		return res, err
+	}
+	cpu1, err := cpuMs(srv.proc.pid())
+	if err != nil {
+		return res, err
+	}
+	res.wallMs, res.repoCPUMs, res.sideCPUMs = wall, repoCPU, cpu1-cpu0
+	res.rssMiB = servingtest.PeakRSSMiB(srv.proc.pid())
+	res.bytes, res.streams, err = streamed(base, root, c, len(named), len(discovered))
+	return res, err
+}
+
+func startRefreshServer(base string, c refreshConfig) (*cmpServer, error) {
+	dir, err := os.MkdirTemp(base, c.name+"-")
+	if err != nil {
+		return nil, err
+	}
+	r := &cmpServer{s: server{name: c.name}, dir: dir, sockets: filepath.Join(dir, "sock"), plugin: "refresh"}
+	config, work := filepath.Join(dir, "config"), filepath.Join(dir, "work")
+	for _, d := range []string{config, r.sockets, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	extra := ""
+	if c.readOnly {
+		extra = "\n  readOnlyRepository: true"
+	}
+	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(refreshPlugin, r.plugin, extra)), 0o644); err != nil {
+		return nil, err
+	}
+	argv := make([]string, len(c.argv))
+	for i, a := range c.argv {
+		argv[i] = strings.ReplaceAll(a, "CONFIG", config)
+	}
+	env := append(append([]string(nil), c.env...), "ARGOCD_PLUGINSOCKFILEPATH="+r.sockets, "ARGOCD_CMP_WORKDIR="+work)
+	if r.proc, err = startServer(c.name, argv, env, filepath.Join(dir, "server.log")); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	sock := filepath.Join(r.sockets, r.plugin+".sock")
+	deadline := time.Now().Add(30 * time.Second)
+	for !exists(sock) {
+		if time.Now().After(deadline) {
+			err := fmt.Errorf("no socket after 30s:\n%s", r.proc.logTail())
+			r.stop()
+			return nil, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return r, nil
+}
+
+// refresh runs one refresh of every app with cmpbench, pinned to the client
+// CPU: its wall time and the repo-server's CPU (cmpbench's own), in ms.
+func (r *cmpServer) refresh(o options, c refreshConfig, root string, named, discovered []string, rev string) (wall, cpu float64, err error) {
+	args := []string{o.cmpbench, "--sock-dir", r.sockets, "--plugin", r.plugin, "--repo", root,
+		"--app", strings.Join(named, ","), "--discover-app", strings.Join(discovered, ","),
+		"--concurrency", strconv.Itoa(refreshStatusProcessors), "--revision", rev}
+	if c.mgp {
+		args = append(args, "--manifest-generate-paths")
+	}
+	argv := pinned(0, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), c.repoEnv...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("cmpbench: %w\n%s\nserver log:\n%s", err, tail(errb.String(), 2000), r.proc.logTail())
+	}
+	var n int
+	lines := bufio.NewScanner(&out)
+	for lines.Scan() {
+		var m struct {
+			Manifests int
+			TotalMs   float64
+		}
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			return 0, 0, err
+		}
+		if m.TotalMs > 0 {
+			wall = m.TotalMs
+			continue
+		}
+		if m.Manifests != 1 {
+			return 0, 0, fmt.Errorf("an app rendered %d objects, want 1: %s", m.Manifests, lines.Text())
+		}
+		n++
+	}
+	if want := len(named) + len(discovered); n != want {
+		return 0, 0, fmt.Errorf("%d apps rendered, want %d", n, want)
+	}
+	ps := cmd.ProcessState
+	return wall, float64((ps.UserTime() + ps.SystemTime()).Microseconds()) / 1000, nil
+}
+
+// streamed is what the repo-server sends in one refresh under c: its tarball
+// for every stream. Discovery (MatchRepository) always sends the whole
+// repository: twice for a discovered app (the source type, then the plugin),
+// once for a named one (the plugin's discovery is configured); generation
+// sends the whole repository, or with manifest-generate-paths the app's dir.
+func streamed(base, root string, c refreshConfig, named, discovered int) (int64, int, error) {
+	exclude := []string{}
+	for _, e := range c.repoEnv {
+		if v, ok := strings.CutPrefix(e, "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS="); ok && v != "" {
+			exclude = strings.Split(v, ";")
+		}
+	}
+	whole, err := client.WriteTarball(root, base, exclude)
+	if err != nil {
+		return 0, 0, err
+	}
+	_ = whole.Remove()
+	gen := whole.Size
+	if c.mgp {
+		app, err := client.WriteTarball(filepath.Join(root, "apps", "app-000"), base, exclude)
+		if err != nil {
+			return 0, 0, err
+		}
+		_ = app.Remove()
+		gen = app.Size
+	}
+	matches := 2*discovered + named
+	return int64(matches)*whole.Size + int64(named+discovered)*gen, matches + named + discovered, nil
+}
+
+func medianRefresh(c refreshConfig, rs []refreshResult) refreshResult {
+	pick := func(f func(refreshResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		return median(v)
+	}
+	walls := make([]float64, len(rs))
+	for i, r := range rs {
+		walls[i] = r.wallMs
+	}
+	return refreshResult{cfg: c, wallMs: median(walls), minMs: slices.Min(walls), maxMs: slices.Max(walls),
+		repoCPUMs: pick(func(r refreshResult) float64 { return r.repoCPUMs }),
+		sideCPUMs: pick(func(r refreshResult) float64 { return r.sideCPUMs }),
+		rssMiB:    pick(func(r refreshResult) float64 { return r.rssMiB }),
+		bytes:     rs[0].bytes, streams: rs[0].streams}
+}
+
+func printRefresh(rs []refreshResult) {
+	var anchor *refreshResult
+	for i := range rs {
+		if rs[i].cfg.name == "argo" {
+			anchor = &rs[i]
+		}
+	}
+	ratio := func(v, a float64) string {
+		if anchor == nil || a <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", v/a)
+	}
+	fmt.Printf("  %-11s %9s %13s %6s %14s %6s %16s %6s %12s %6s %9s %8s\n", "row", "wall ms", "min-max", "× argo", "repo-s CPU ms", "× argo",
+		"sidecar CPU ms", "× argo", "sidecar MiB", "× argo", "MB sent", "streams")
+	for _, r := range rs {
+		var a refreshResult
+		if anchor != nil {
+			a = *anchor
+		}
+		fmt.Printf("  %-11s %9.0f %13s %6s %14.0f %6s %16.0f %6s %12.1f %6s %9.1f %8d\n", r.cfg.name, r.wallMs,
+			fmt.Sprintf("%.0f-%.0f", r.minMs, r.maxMs), ratio(r.wallMs, a.wallMs), r.repoCPUMs, ratio(r.repoCPUMs, a.repoCPUMs),
+			r.sideCPUMs, ratio(r.sideCPUMs, a.sideCPUMs), r.rssMiB, ratio(r.rssMiB, a.rssMiB), float64(r.bytes)/1e6, r.streams)
+	}
+	for _, r := range rs {
+		fmt.Printf("  %-11s %s\n", r.cfg.name, r.cfg.what)
+	}
+	fmt.Println("  (repo-s CPU: the repo-server code's (cmpbench's) packing and sending; sidecar CPU: the plugin server's and its commands';")
+	fmt.Println("   sidecar MiB: its peak RSS (VmHWM); MB sent and streams: the tarballs the repo-server's client sends, from their sizes)")
+}
+
+// genMonorepo writes a monorepo of size.files files of about 10 kB (a mix: per
+// app a kustomization.yaml and its manifests; shared Helm charts, kustomize
+// bases, docs and binary images, which do not compress) and commits it with
+// packed objects, as a clone holds it. It returns the files' size in MB.
+func genMonorepo(root string, size refreshSize) (float64, error) {
+	rng := rand.New(rand.NewPCG(uint64(size.files), uint64(size.apps)))
+	words := strings.Fields("apiVersion kind metadata name namespace spec replicas image tag values chart labels app selector template containers ports env")
+	text := func(n int) []byte {
+		var b bytes.Buffer
+		for b.Len() < n {
+			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteString(": ")
+			b.WriteString(strconv.FormatUint(rng.Uint64(), 36))
+			b.WriteByte('\n')
+		}
+		return b.Bytes()[:n]
+	}
+	var total int
+	write := func(rel string, body []byte) error {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		total += len(body)
+		return os.WriteFile(p, body, 0o644)
+	}
+	const perApp = 4 // kustomization.yaml and three manifests
+	files := 0
+	for i := range size.apps {
+		app := fmt.Sprintf("apps/app-%03d", i)
+		if err := write(app+"/kustomization.yaml", []byte("resources: [deployment.yaml, service.yaml, config.yaml]\n")); err != nil {
+			return 0, err
+		}
+		for _, f := range []string{"deployment.yaml", "service.yaml", "config.yaml"} {
+			if err := write(app+"/"+f, text(10_000)); err != nil {
+				return 0, err
+			}
+		}
+		files += perApp
+	}
+	for i := 0; files < size.files; i, files = i+1, files+1 {
+		var err error
+		switch i % 10 {
+		case 0, 1, 2:
+			err = write(fmt.Sprintf("charts/chart-%02d/templates/t%d.yaml", i%20, i), text(10_000))
+		case 3, 4, 5:
+			err = write(fmt.Sprintf("bases/base-%02d/b%d.yaml", i%30, i), text(10_000))
+		case 6, 7, 8:
+			err = write(fmt.Sprintf("docs/d%d.md", i), text(10_000))
+		default:
+			img := make([]byte, 10_000)
+			for j := 0; j+8 <= len(img); j += 8 {
+				v := rng.Uint64()
+				for k := range 8 {
+					img[j+k] = byte(v >> (8 * k))
+				}
+			}
+			err = write(fmt.Sprintf("images/i%d.png", i), img)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := git(root, "init", "-q", "-b", "main"); err != nil {
+		return 0, err
+	}
+	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "monorepo"}, {"repack", "-adq"}, {"prune-packed"}} {
+		if err := git(root, args...); err != nil {
+			return 0, err
+		}
+	}
+	return float64(total) / 1e6, nil
+}
+
+// commitOutsideApps changes one doc, outside every app, and commits it.
+func commitOutsideApps(root string, round int) error {
+	if err := os.WriteFile(filepath.Join(root, "docs", "CHANGELOG.md"), []byte(fmt.Sprintf("round %d\n", round)), 0o644); err != nil {
+		return err
+	}
+	if err := git(root, "add", "-A"); err != nil {
+		return err
+	}
+	return git(root, "commit", "-q", "-m", "docs")
+}
+
+func git(dir string, args ...string) error {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com",
+		"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
