@@ -34,9 +34,9 @@ type Request struct {
 	// NamesOnly unpacks a private tree's files empty (unpack.Target.NamesOnly):
 	// the request's fn reads names only (a discovery rule by file name or glob).
 	NamesOnly bool
-	Limits  unpack.Limits
-	Idle    time.Duration // --stream-idle-timeout; 0: none
-	Log     *zap.Logger
+	Limits    unpack.Limits
+	Idle      time.Duration // --stream-idle-timeout; 0: none
+	Log       *zap.Logger
 	// Remove runs the request dir's removal (the server's: after the
 	// response; nil: at once).
 	Remove func(func())

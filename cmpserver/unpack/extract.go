@@ -107,7 +107,7 @@ type extractOptions struct {
 	// discovery rule by file name or glob reads (see Target.NamesOnly).
 	// Limits count the declared sizes as if written.
 	namesOnly bool
-	gate     func(int64) error // see extractor.gate
+	gate      func(int64) error // see extractor.gate
 	// stats, if set, is given the extraction's counts (the entries for the
 	// request's trace; the link work for tests).
 	stats *extractStats
