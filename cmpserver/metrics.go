@@ -133,7 +133,7 @@ const (
 	cacheMiss = "miss"
 )
 
-// cacheObserver counts what the render cache does (rendercache.Observer).
+// cacheObserver counts what the render cache does (the render cache's observer).
 type cacheObserver struct{ m *metrics }
 
 func (o cacheObserver) Lookup(hit bool) {

@@ -62,13 +62,13 @@ type Config struct {
 // Defaults when the cache is on.
 const (
 	DefaultTTL = 10 * time.Minute
-	// MaxEntryShare: one answer may take at most this share of MaxBytes, so
+	// maxEntryShare: one answer may take at most this share of MaxBytes, so
 	// that a huge render cannot flush every other app's.
-	MaxEntryShare = 4
+	maxEntryShare = 4
 )
 
-// RevisionEnv are the names RevisionIndependent leaves out of the key.
-var RevisionEnv = []string{keys.EnvAppRevision, keys.EnvAppRevisionShort, keys.EnvAppRevisionShort8}
+// revisionEnv are the names RevisionIndependent leaves out of the key.
+var revisionEnv = []string{keys.EnvAppRevision, keys.EnvAppRevisionShort, keys.EnvAppRevisionShort8}
 
 // Enabled says whether c turns the cache on.
 func (c Config) Enabled() bool { return c.MaxBytes > 0 }
@@ -88,15 +88,15 @@ func (c Config) Problems() []error {
 // Key identifies one answer (see the package comment).
 type Key [sha256.Size]byte
 
-// Observer is told of every lookup and of what the cache holds (the server's
+// observer is told of every lookup and of what the cache holds (the server's
 // metrics).
-type Observer interface {
+type observer interface {
 	Lookup(hit bool)
 	Evicted(reason string)
 	Held(entries int, bytes int64)
 }
 
-// Eviction reasons, the values of Observer.Evicted.
+// Eviction reasons, the values of observer.Evicted.
 const (
 	EvictedSize    = "size"
 	EvictedExpired = "expired"
@@ -107,7 +107,7 @@ const (
 type Cache[V any] struct {
 	cfg      Config
 	configID string
-	obs      Observer
+	obs      observer
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -127,7 +127,7 @@ type entry[V any] struct {
 
 // New is an empty cache for the configuration configID, or nil when cfg
 // leaves it off (a nil cache misses nothing: callers check Enabled first).
-func New[V any](cfg Config, configID string, obs Observer) *Cache[V] {
+func New[V any](cfg Config, configID string, obs observer) *Cache[V] {
 	if !cfg.Enabled() {
 		return nil
 	}
@@ -147,7 +147,7 @@ func (c *Cache[V]) KeyOf(meta *pluginpb.ManifestRequestMetadata) (k Key, ok bool
 	field(h, "app", meta.GetAppRelPath())
 	env := make([]*pluginpb.EnvEntry, 0, len(meta.GetEnv()))
 	for _, e := range meta.GetEnv() {
-		if c.cfg.RevisionIndependent && slices.Contains(RevisionEnv, e.GetName()) {
+		if c.cfg.RevisionIndependent && slices.Contains(revisionEnv, e.GetName()) {
 			continue
 		}
 		env = append(env, e)
@@ -201,9 +201,9 @@ func (c *Cache[V]) Get(k Key) (V, bool) {
 
 // Put keeps v (size bytes) as k's answer, evicting the least recently used
 // answers to stay within MaxBytes. An answer larger than MaxBytes /
-// MaxEntryShare is not kept.
+// maxEntryShare is not kept.
 func (c *Cache[V]) Put(k Key, v V, size int64) {
-	if size > c.cfg.MaxBytes/MaxEntryShare {
+	if size > c.cfg.MaxBytes/maxEntryShare {
 		return
 	}
 	c.mu.Lock()

@@ -124,7 +124,7 @@ func TestBoundedBySizeLeastRecentlyUsedFirst(t *testing.T) {
 	if obs.evicted[EvictedSize] != 1 || obs.entries != 4 || obs.bytes != 100 {
 		t.Errorf("observed %+v", obs)
 	}
-	c.Put(k("huge"), "H", 26) // more than MaxBytes / MaxEntryShare
+	c.Put(k("huge"), "H", 26) // more than MaxBytes / maxEntryShare
 	if _, ok := c.Get(k("huge")); ok {
 		t.Error("an answer over a quarter of the cache was kept")
 	}

@@ -245,6 +245,8 @@ func TestRepoServerSettings(t *testing.T) {
 		{"own values", "  repoServer: {cmpChunkSize: 262144, pluginTarExclusions: [.git, 'docs/*']}\n",
 			[]string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git;docs/*"}},
 		{"chunk only", "  repoServer: {pluginTarExclusions: []}\n", []string{"ARGOCD_CMP_CHUNK_SIZE=262144"}},
+		{"manifest-generate-paths, opted in", "  repoServer: {pluginUseManifestGeneratePaths: true}\n",
+			[]string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git", "ARGOCD_REPO_SERVER_PLUGIN_USE_MANIFEST_GENERATE_PATHS=true"}},
 	} {
 		c, err := Parse([]byte(head + tc.repoServer + tail))
 		if err != nil {

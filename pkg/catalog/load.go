@@ -262,5 +262,8 @@ func repoServerEnv(rs *RepoServer) []corev1.EnvVar {
 	if len(exclusions) > 0 {
 		env = append(env, corev1.EnvVar{Name: keys.EnvPluginTarExclusions, Value: strings.Join(exclusions, ";")})
 	}
+	if rs != nil && rs.PluginUseManifestGeneratePaths {
+		env = append(env, corev1.EnvVar{Name: keys.EnvPluginUseManifestGeneratePaths, Value: "true"})
+	}
 	return env
 }

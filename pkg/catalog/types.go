@@ -117,6 +117,14 @@ type RepoServer struct {
 	// every plugin tarball. Nil means DefaultPluginTarExclusions; [] sends
 	// everything, which plugins that run git need.
 	PluginTarExclusions *[]string `json:"pluginTarExclusions,omitempty"`
+	// PluginUseManifestGeneratePaths is
+	// ARGOCD_REPO_SERVER_PLUGIN_USE_MANIFEST_GENERATE_PATHS (Argo CD v2.14+):
+	// for generation the repo-server packs only the common root of an
+	// Application's argocd.argoproj.io/manifest-generate-paths instead of the
+	// whole repository. Off by default: it changes what a plugin can read, so
+	// it is safe only where every Application's annotation covers every path
+	// its render reads (docs/catalog.md, Repo-server tuning).
+	PluginUseManifestGeneratePaths bool `json:"pluginUseManifestGeneratePaths,omitempty"`
 }
 
 // DefaultCMPChunkSize replaces the repo-server's 1 KiB messages (one gRPC

@@ -55,6 +55,9 @@ const (
 	// EnvPluginTarExclusions lists ;-separated globs the repo-server leaves
 	// out of plugin tarballs (its --plugin-tar-exclude flag's default).
 	EnvPluginTarExclusions = "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS"
+	// EnvPluginUseManifestGeneratePaths: pack only an Application's
+	// manifest-generate-paths for a plugin's generation (Argo CD v2.14+).
+	EnvPluginUseManifestGeneratePaths = "ARGOCD_REPO_SERVER_PLUGIN_USE_MANIFEST_GENERATE_PATHS"
 )
 
 // The build env the repo-server sends with every request (Argo CD's
