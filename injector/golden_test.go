@@ -82,6 +82,10 @@ type goldenDecision struct {
 	Message  string          `json:"message"`
 	Warnings []string        `json:"warnings,omitempty"`
 	Hints    []string        `json:"hints,omitempty"`
+	// Server is where the sidecars take the plugin server from, recorded
+	// when the catalog gives serverPath to one of the pod's plugins at least
+	// (the copy, which every other case has, goes unrecorded).
+	Server *inject.ServerChoice `json:"server,omitempty"`
 }
 
 // goldenAnswer is the webhook's answer to a case's review.
@@ -142,6 +146,9 @@ func TestGolden(t *testing.T) {
 			var g goldenFile
 			g.Offline = goldenDecision{Decision: r.Decision, Reasons: r.Reasons, Plugins: r.Plugins, Message: r.Message(),
 				Warnings: r.Warnings, Hints: offline.Hints}
+			if r.Server != nil && len(r.Server.WithoutServerPath) < len(r.Plugins) {
+				g.Offline.Server = r.Server
+			}
 			for _, reason := range r.Reasons {
 				seen[reason] = true
 			}

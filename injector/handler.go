@@ -90,6 +90,10 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request) {
 	if cat != nil {
 		fields = append(fields, zap.String("catalogRevision", cat.Revision))
 	}
+	if report.Server != nil {
+		// Where the sidecars take the plugin server from (the copy or their images).
+		fields = append(fields, zap.String("server", string(report.Server.Source)))
+	}
 	switch report.Decision {
 	case inject.Denied:
 		s.log.Warn(resp.Result.Message, fields...)

@@ -258,6 +258,45 @@ func checkPluginCatalog(t *testing.T, b buildInfo, built []built) {
 	}
 }
 
+// TestCatalogServerPaths: the example catalog's serverPath, by which a pod of
+// library plugins gets no copy init container, is where each plugin image
+// holds cmp-server (TestImages checks that the file is there and runs), and
+// no entry whose image is not built here claims one. The quick check,
+// without a build.
+func TestCatalogServerPaths(t *testing.T) {
+	root, err := gitOut("", "rev-parse", "--show-toplevel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "plugins", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat struct {
+		Plugins map[string]struct {
+			ServerPath string `json:"serverPath"`
+		} `json:"plugins"`
+	}
+	if err := yaml.Unmarshal(data, &cat); err != nil {
+		t.Fatal(err)
+	}
+	built := map[string]string{} // plugin → the path of cmp-server in its image
+	for _, spec := range specs {
+		for _, plugin := range spec.Plugins {
+			if spec.Bin != "cmp-server" {
+				t.Fatalf("image %s of plugin %s runs %s, not cmp-server", spec.Name, plugin, spec.Bin)
+			}
+			built[plugin] = "/" + binDir + "/" + spec.Bin
+		}
+	}
+	for name, e := range cat.Plugins {
+		if want := built[name]; e.ServerPath != want {
+			t.Errorf("deploy/plugins/catalog.yaml plugins.%s: serverPath %q, want %q (the image built here carries it there; none for an image not built here)",
+				name, e.ServerPath, want)
+		}
+	}
+}
+
 // TestToolBuildsMatchToolsSh: each plugin image's tool is built as
 // hack/tools.sh's build_<tool> builds it for bin/ (same package or tools
 // module, same ldflags), which TestImages then checks byte for byte. This is

@@ -68,6 +68,26 @@ func TestInjectAndExplainCommands(t *testing.T) {
 	}
 }
 
+// explain says where each injected pod's sidecars take the plugin server
+// from, and why: the catalog's serverPath for every plugin, or the plugins
+// without it.
+func TestExplainSaysWhereTheServerComesFrom(t *testing.T) {
+	for _, tc := range []struct{ input, catalog, want string }{
+		{"server-from-images", "server-from-images", "  plugin server: each sidecar runs cmp-server from its own image (every plugin's catalog entry has serverPath): no cmp-injector-copy init container [from_images]\n"},
+		{"server-mixed", "server-mixed", "  plugin server: copied by the cmp-injector-copy init container from defaults.copyImage: no serverPath in the catalog for trivial-cmp [copied]\n"},
+		{"argocd-repo-server", "", "  plugin server: copied by the cmp-injector-copy init container from defaults.copyImage: no serverPath in the catalog for helm, kustomize [copied]\n"},
+	} {
+		cat := catalogFile
+		if tc.catalog != "" {
+			cat = "../testdata/golden/" + tc.catalog + ".catalog.yaml"
+		}
+		var out bytes.Buffer
+		if err := run("explain", []string{"--catalog", cat, "-f", "../testdata/golden/" + tc.input + ".yaml"}, nil, &out); err != nil || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("explain %s: %v\n%s\nwant a line %q", tc.input, err, out.String(), tc.want)
+		}
+	}
+}
+
 func TestCertsCommand(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer

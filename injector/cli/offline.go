@@ -121,6 +121,9 @@ func explain(w io.Writer, objs []*inject.Object, cat *catalog.Catalog) error {
 			fmt.Fprintf(w, "  plugins: %s\n  init containers: %s\n  containers: %s\n  volumes: %s\n  catalog revision: %s\n",
 				strings.Join(r.Status.Plugins, ", "), strings.Join(r.Status.InitContainers, ", "),
 				noneIfEmpty(r.Status.Containers), strings.Join(r.Status.Volumes, ", "), r.Status.Revision)
+			if r.Server != nil {
+				fmt.Fprintf(w, "  plugin server: %s [%s]\n", r.Server.Describe(), r.Server.Source)
+			}
 			for _, p := range r.Status.Plugins {
 				if e := cat.Plugins[p]; e != nil && e.Rules.IsSet() {
 					fmt.Fprintf(w, "  plugin %s serves %s\n", p, e.Rules.Describe())

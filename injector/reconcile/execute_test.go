@@ -21,6 +21,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
@@ -317,4 +319,67 @@ func TestRestartsRememberOneRevision(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("remembered restarts %v, want %v (repo-b's r1 restart is superseded by r2)", got, want)
 	}
+}
+
+// TestServerSourceChangeRolls: a catalog change that gives every plugin of
+// a running pod serverPath (or takes it away from one) is stale: the copy
+// init container would go (or come) only with a new pod. It is counted
+// under the copy container and, with rollout: auto, the Deployment restarts.
+func TestServerSourceChangeRolls(t *testing.T) {
+	copied := catR1(t)
+	fromImages := catalogWith(t, "r4", "image: alpine/helm:3.16.2", "image: alpine/helm:3.16.2\n    serverPath: /usr/local/bin/cmp-server")
+	for _, tc := range []struct {
+		name          string
+		injected, now *catalog.Catalog
+		event         string
+	}{
+		{"now from images", copied, fromImages, "a new pod runs each image's own and has no copy init container"},
+		{"now copied", fromImages, copied, "the catalog has no serverPath for helm, so a new pod has it copied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := newWorkload("argocd", "argocd-repo-server", true)
+			pod := injectedPod(t, repo.pod, tc.injected)
+			client := fake.NewClientset(repo.dep, repo.rs, pod)
+			count := countPatches(client)
+			r := newTestReconciler(t, client, "release-a", tc.now, RolloutAuto)
+			rec := record.NewFakeRecorder(100)
+			r.recorder = rec
+			if err := r.sync(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			if evs := strings.Join(drain(rec), "\n"); !strings.Contains(evs, "Warning StalePlugins") || !strings.Contains(evs, tc.event) {
+				t.Errorf("Events\n%s\nwant StalePlugins saying %q", evs, tc.event)
+			}
+			if n := count.of("deployments", repo.dep.Name); n != 1 {
+				t.Errorf("%d restarts of the Deployment, want 1", n)
+			}
+			if got := r.labelled(t, "cmp_injector_stale_pods", map[string]string{"plugin": keys.CopyInitContainer, "reason": string(inject.StaleServerSource)}); got != 1 {
+				t.Errorf("stale_pods{plugin=%s,reason=server_source} %v, want 1", keys.CopyInitContainer, got)
+			}
+		})
+	}
+}
+
+// labelled is the value of the series of metric name with exactly labels.
+func (r *testReconciler) labelled(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return value(m)
+			}
+		}
+	}
+	return 0
 }

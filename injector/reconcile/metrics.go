@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer, cached func() (namespaces, pods int))
 	m := &metrics{
 		stalePods: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cmp_injector_stale_pods",
-			Help: "Injected pods that differ from the catalog in a way only a restart applies, by plugin (cmp-injector-copy for the copy init container, argocd-repo-server for the repo-server's env) and reason. Only the leading replica reports.",
+			Help: "Injected pods that differ from the catalog in a way only a restart applies, by plugin (cmp-injector-copy for the copy init container and the plugin server's source, argocd-repo-server for the repo-server's env) and reason. Only the leading replica reports.",
 		}, []string{"plugin", "reason"}),
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cmp_injector_reconcile_patches_total",

@@ -523,7 +523,8 @@ func (r *Reconciler) publishStaleLocked() {
 			plugin := d.Plugin
 			switch {
 			case plugin != "":
-			case d.Reason == inject.StaleCopyImage:
+			case d.Reason == inject.StaleCopyImage, d.Reason == inject.StaleServerSource:
+				// The copy init container, or its absence.
 				plugin = keys.CopyInitContainer
 			case d.Reason == inject.StaleContainerSpec:
 				// The only container spec of no plugin: the sockets container's.

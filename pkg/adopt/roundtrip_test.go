@@ -3,6 +3,7 @@ package adopt
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,7 +21,38 @@ import (
 // first injection.
 func TestRoundTrip(t *testing.T) {
 	dir := filepath.Join(goldenDir, "roundtrip")
-	srcCatFile, srcWorkload := filepath.Join(dir, "source-catalog.yaml"), filepath.Join(dir, "source-workload.yaml")
+	checkRoundTrip(t, filepath.Join(dir, "source-catalog.yaml"), filepath.Join(dir, "source-workload.yaml"))
+}
+
+// TestRoundTripServerFromImages: the same, with every plugin's image
+// carrying cmp-server (serverPath), so the injected pod has no copy init
+// container: the adopted catalog keeps each serverPath and the copy image.
+func TestRoundTripServerFromImages(t *testing.T) {
+	dir := filepath.Join(goldenDir, "roundtrip")
+	src, err := os.ReadFile(filepath.Join(dir, "source-catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(src)
+	for _, image := range []string{"alpine/helm:3.16.2", "example.com/vault-cmp:1.2", "ghcr.io/example/tanka-cmp:0.28.0"} {
+		old := "    image: " + image + "\n"
+		if !strings.Contains(y, old) {
+			t.Fatalf("source catalog has no %q", old)
+		}
+		y = strings.Replace(y, old, old+"    serverPath: /usr/local/bin/cmp-server\n", 1)
+	}
+	srcCatFile := filepath.Join(t.TempDir(), "source-catalog.yaml")
+	if err := os.WriteFile(srcCatFile, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if first := injected(t, filepath.Join(dir, "source-workload.yaml"), srcCatFile); strings.Contains(string(first), "cmp-injector-copy") {
+		t.Fatalf("the source catalog still copies the server:\n%s", first)
+	}
+	checkRoundTrip(t, srcCatFile, filepath.Join(dir, "source-workload.yaml"))
+}
+
+func checkRoundTrip(t *testing.T, srcCatFile, srcWorkload string) {
+	t.Helper()
 	first := injected(t, srcWorkload, srcCatFile)
 	r, err := Adopt(first, goldenOptions)
 	if err != nil {
@@ -106,5 +138,6 @@ func assertEquivalent(t *testing.T, want, got *catalog.Catalog) {
 		check("inline config", w.InlineYAML, g.InlineYAML)
 		check("configMap config", w.Config.ConfigMap, g.Config.ConfigMap)
 		check("fromImage", w.Config.FromImage, g.Config.FromImage)
+		check("serverPath", w.ServerPath, g.ServerPath)
 	}
 }

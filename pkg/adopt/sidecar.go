@@ -60,17 +60,27 @@ func (a *adopter) adoptHost(h *host) {
 }
 
 // ourDefaults takes the catalog defaults from the injector's own copy init
-// container, when the input is our injected output.
+// container, when the input is our injected output; from its sockets
+// container, which runs the same image with the same resources, when the
+// sidecars ran their images' server and there was no copy.
 func (a *adopter) ourDefaults(h *host) {
 	if h.status == nil {
 		return
 	}
-	for _, c := range h.spec.InitContainers {
-		if c.Name == keys.CopyInitContainer {
-			a.defaults.CopyImage, a.defaults.CopyImagePullPolicy = c.Image, c.ImagePullPolicy
-			res := c.Resources.DeepCopy()
-			a.defaults.Resources = res
+	var from *corev1.Container
+	for _, list := range [][]corev1.Container{h.spec.InitContainers, h.spec.Containers} {
+		for i := range list {
+			switch c := &list[i]; {
+			case c.Name == keys.CopyInitContainer:
+				from = c
+			case from == nil && h.oursSockets(c.Name):
+				from = c
+			}
 		}
+	}
+	if from != nil {
+		a.defaults.CopyImage, a.defaults.CopyImagePullPolicy = from.Image, from.ImagePullPolicy
+		a.defaults.Resources = from.Resources.DeepCopy()
 	}
 	for _, name := range h.status.Containers {
 		if h.oursName(name) != "" {
@@ -108,6 +118,9 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 		a.checkCommand(pc)
 		a.checkSecurity(pc)
 		a.checkDropped(pc)
+	} else if len(c.Command) > 0 && c.Command[0] != keys.PluginServerPath && path.IsAbs(c.Command[0]) {
+		// Our sidecar ran the server its image carries (serverPath).
+		p.ServerPath = c.Command[0]
 	}
 	configured := false
 	askDir := askPassDir(*c)

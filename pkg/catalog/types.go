@@ -168,7 +168,13 @@ type Plugin struct {
 	// RenderCache, when set, lets the sidecar answer a repeated
 	// GenerateManifest from memory (rendercache.go).
 	RenderCache *RenderCache `json:"renderCache,omitempty"`
-	Config      ConfigSource `json:"config"`
+	// ServerPath is the admin's word that the plugin's image (and every
+	// image its allowedImages allow) carries cmp-server at this absolute
+	// path. When every plugin a pod asks for has one, the sidecars run it
+	// from their images and the pod gets no copy init container
+	// (serverpath.go); empty: the server is copied from defaults.copyImage.
+	ServerPath string       `json:"serverPath,omitempty"`
+	Config     ConfigSource `json:"config"`
 	// Rules (allowedProjects, allowedSourceRepos) limit which Argo CD
 	// projects and repositories may use the plugin; absent: all (tenancy.go).
 	tenancy.Rules

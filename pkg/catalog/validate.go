@@ -149,6 +149,7 @@ func validatePlugin(p *problems, name string, pl *Plugin) {
 	validateEnv(p, field, pl)
 	validateVolumes(p, name, pl.Volumes)
 	validateHome(p, field+".home", pl.Home)
+	validateServerPath(p, field+".serverPath", pl)
 	validateConfigSource(p, field+".config", &pl.Config)
 	validateTenancy(p, field, pl)
 	validateRenderCache(p, field, pl)

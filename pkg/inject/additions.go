@@ -26,6 +26,8 @@ type additions struct {
 	// annotations in patch order, the status last.
 	annotations []annotation
 	status      *Status
+	// server is where the sidecars take the plugin server from.
+	server *ServerChoice
 }
 
 // named is an object fixed within a snapshot by its kind and name.
@@ -48,17 +50,24 @@ func build(pod *corev1.Pod, cat *catalog.Catalog, p plan) *additions {
 	status := &Status{Plugins: p.plugins, Revision: cat.Revision, Containers: []string{}, InitContainers: []string{}}
 	uid := sidecarUID(pod, p.repoServer, cat)
 	native := cat.Defaults.NativeSidecars
+	server := serverChoice(p.entries)
+	a.server = server
 	addVolume := func(v corev1.Volume) {
 		a.volumes = append(a.volumes, named[corev1.Volume]{namedKey{"volume", v.Name}, v})
 		status.Volumes = append(status.Volumes, v.Name)
 	}
 
-	// Volumes: the shared pair only when missing, then each plugin's own.
+	// Volumes: the shared pair only when missing (var-files only for the
+	// copy: nothing else of ours uses it), then each plugin's own.
 	have := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		have[v.Name] = true
 	}
-	for _, n := range []string{keys.VarFilesVolume, keys.PluginsVolume} {
+	shared := []string{keys.PluginsVolume}
+	if server.Copies() {
+		shared = []string{keys.VarFilesVolume, keys.PluginsVolume}
+	}
+	for _, n := range shared {
 		if !have[n] {
 			addVolume(emptyDir(n))
 		}
@@ -100,16 +109,18 @@ func build(pod *corev1.Pod, cat *catalog.Catalog, p plan) *additions {
 		status.RepoServerEnv = append(status.RepoServerEnv, e.Name)
 	}
 
-	// The copy init container goes last among init containers so it follows any
-	// copyutil; native sidecars follow it because they exec what it copies.
-	// The sockets container follows every sidecar: as a native one its hook
-	// then sees every plugin's socket.
-	a.inits = []containerSpec{copySpec{uid: uid}}
-	status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
+	// The copy init container, when the sidecars need it, goes last among
+	// init containers so it follows any copyutil; native sidecars follow it
+	// because they exec what it copies. The sockets container follows every
+	// sidecar: as a native one its hook then sees every plugin's socket.
+	if server.Copies() {
+		a.inits = []containerSpec{copySpec{uid: uid}}
+		status.InitContainers = append(status.InitContainers, keys.CopyInitContainer)
+	}
 	var sidecars []containerSpec
 	var sidecarNames []string
 	for _, e := range p.entries {
-		sidecars = append(sidecars, sidecarSpec{plugin: e.Name, image: p.images[e.Name], uid: uid, native: native})
+		sidecars = append(sidecars, sidecarSpec{plugin: e.Name, image: p.images[e.Name], server: server.serverPath(e), uid: uid, native: native})
 		sidecarNames = append(sidecarNames, keys.SidecarName(e.Name))
 	}
 	sidecars = append(sidecars, socketsSpec{plugins: strings.Join(p.plugins, ","), uid: uid, native: native})

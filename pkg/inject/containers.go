@@ -9,8 +9,9 @@ import (
 )
 
 // serveCommand runs the plugin server; probeCommand, with --wait, is the
-// native sidecar's postStart hook. Both run the copied binary in the sidecar,
-// with the sidecar's env and mounts, so they resolve the same socket.
+// native sidecar's postStart hook. Both run the sidecar's server (the copy,
+// or its image's: server.go), with the sidecar's env and mounts, so they
+// resolve the same socket.
 const (
 	serveCommand   = "serve"
 	probeCommand   = "probe"
@@ -54,20 +55,25 @@ func copyContainer(c *catalog.Catalog, uid int64) corev1.Container {
 	}
 }
 
-func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, native bool) corev1.Container {
-	mounts := []corev1.VolumeMount{
-		// Read-only: one plugin must not be able to replace the server binary
-		// that every other sidecar executes.
-		{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath, ReadOnly: true},
+// sidecar is e's sidecar running the plugin server at server: the copy
+// (keys.PluginServerPath, on var-files) or the one e's image carries.
+func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, native bool, server string) corev1.Container {
+	var mounts []corev1.VolumeMount
+	if server == keys.PluginServerPath {
+		// Read-only: one plugin must not be able to replace the server
+		// binary that every other sidecar executes.
+		mounts = append(mounts, corev1.VolumeMount{Name: keys.VarFilesVolume, MountPath: keys.VarFilesMountPath, ReadOnly: true})
+	}
+	mounts = append(mounts,
 		// Only the plugin's own directory of the socket volume: its commands
 		// cannot delete, replace or dial another plugin's socket. The
 		// sockets container publishes it where the repo-server looks.
-		{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir, SubPath: keys.PrivateSocketSubPath(e.Name)},
-		{Name: keys.TmpVolumeName(e.Name), MountPath: "/tmp"},
+		corev1.VolumeMount{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir, SubPath: keys.PrivateSocketSubPath(e.Name)},
+		corev1.VolumeMount{Name: keys.TmpVolumeName(e.Name), MountPath: "/tmp"},
 		// The pod's /dev/shm is shared by its containers, and the
 		// repo-server keeps SSH private keys there while it clones.
-		{Name: keys.ShmVolumeName(e.Name), MountPath: keys.ShmDir},
-	}
+		corev1.VolumeMount{Name: keys.ShmVolumeName(e.Name), MountPath: keys.ShmDir},
+	)
 	if m, ok := configMount(e, keys.PluginConfigDir); ok {
 		mounts = append(mounts, m)
 	}
@@ -81,7 +87,7 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		Name:            keys.SidecarName(e.Name),
 		Image:           image,
 		ImagePullPolicy: e.ImagePullPolicy,
-		Command:         []string{keys.PluginServerPath},
+		Command:         []string{server},
 		Args:            []string{serveCommand},
 		Env:             env,
 		EnvFrom:         sidecarEnvFrom(e),
@@ -94,7 +100,7 @@ func sidecar(c *catalog.Catalog, e *catalog.Entry, image string, uid int64, nati
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if native {
-		makeNative(&ctr, startGate())
+		makeNative(&ctr, startGate(server))
 	}
 	return ctr
 }
@@ -182,9 +188,9 @@ func makeNative(ctr *corev1.Container, gate *corev1.LifecycleHandler) {
 // reason, naming the plugin, is written to the termination log so the pod's
 // status keeps it (the kubelet's own FailedPostStartHook event deliberately
 // omits the hook's output).
-func startGate() *corev1.LifecycleHandler {
+func startGate(server string) *corev1.LifecycleHandler {
 	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{
-		keys.PluginServerPath, probeCommand, "--wait", "--timeout", startGateTimeout,
+		server, probeCommand, "--wait", "--timeout", startGateTimeout,
 		"--termination-log", corev1.TerminationMessagePathDefault,
 	}}}
 }

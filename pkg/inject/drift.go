@@ -43,6 +43,10 @@ const (
 	// StaleCopyImage: the copy init container's image, hence the server binary
 	// every sidecar runs.
 	StaleCopyImage StaleReason = "copy_image"
+	// StaleServerSource: where the sidecars take the plugin server from
+	// (the copy, or their images: the catalog's serverPath) changed for the
+	// pod, or the path a plugin's image carries it at.
+	StaleServerSource StaleReason = "server_source"
 	// StaleContainerSpec: anything else in an owned container (command, mounts,
 	// probe), e.g. after an upgrade of the injector.
 	StaleContainerSpec StaleReason = "container_spec"
@@ -123,6 +127,15 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 		}
 	}
 	uid := sidecarUID(pod, repoServerIndex(pod, cat), cat)
+	// The pod's sidecars are compared in the pod's own server source, so
+	// that a change of it is one difference, not one per container.
+	copyCtr, _ := findContainer(pod, keys.CopyInitContainer)
+	podCopies := copyCtr != nil
+	if entries := catalogEntries(cat, st.Plugins); len(entries) > 0 {
+		if want := serverChoice(entries); want.Copies() != podCopies {
+			stale("", StaleServerSource, "%s", serverSourceMessage(podCopies, want))
+		}
+	}
 	for _, p := range st.Plugins {
 		e := cat.Plugins[p]
 		switch {
@@ -154,8 +167,20 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 				image = c.Image // reported; do not report it twice
 			}
 		}
+		server := keys.PluginServerPath
+		if !podCopies {
+			// The path the catalog gives now; another one (or none: the
+			// pod-wide difference above) is one difference of its own.
+			server = e.ServerPath
+			if have := firstOf(c.Command); have != server {
+				if server != "" {
+					stale(p, StaleServerSource, "plugin %s: runs cmp-server at %s in its image, the catalog's serverPath is %s", p, quoteBounded(have), server)
+				}
+				server = have
+			}
+		}
 		// Compared in the pod's own mode, so a mode switch is one difference.
-		for _, diff := range compareContainer(c, sidecar(cat, e, image, uid, native)) {
+		for _, diff := range compareContainer(c, sidecar(cat, e, image, uid, native, server)) {
 			stale(p, diff.reason, "plugin %s: %s", p, diff.message)
 		}
 		if msg := compareConfigSource(pod, cat, e); msg != "" {
@@ -172,10 +197,9 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 			d.Live[k] = e.InlineYAML
 		}
 	}
-	if c, _ := findContainer(pod, keys.CopyInitContainer); c != nil {
-		if c.Image != cat.Defaults.CopyImage {
-			stale("", StaleCopyImage, "the copy init container runs %s, the catalog's copy image is %s (the plugin server binary of every sidecar)", c.Image, cat.Defaults.CopyImage)
-		}
+	// A pod without the copy init container has no copied binary to be stale.
+	if copyCtr != nil && copyCtr.Image != cat.Defaults.CopyImage {
+		stale("", StaleCopyImage, "the copy init container runs %s, the catalog's copy image is %s (the plugin server binary of every sidecar)", copyCtr.Image, cat.Defaults.CopyImage)
 	}
 	// A pod injected before sockets were private has no sockets container:
 	// each of its plugins can reach the others' sockets until it is rolled.
@@ -197,6 +221,25 @@ func CheckDrift(pod *corev1.Pod, cat *catalog.Catalog) (*Drift, error) {
 		d.Status.Stale = d.Stale
 	}
 	return d, nil
+}
+
+// serverSourceMessage says how the pod's plugin server source differs from
+// the catalog's choice want.
+func serverSourceMessage(podCopies bool, want *ServerChoice) string {
+	if podCopies {
+		return fmt.Sprintf("the sidecars run the plugin server copied by the init container %s; the catalog gives every plugin's image serverPath, so a new pod runs each image's own and has no copy init container",
+			keys.CopyInitContainer)
+	}
+	return fmt.Sprintf("the sidecars run the plugin server of their images; the catalog has no serverPath for %s, so a new pod has it copied by the init container %s",
+		strings.Join(want.WithoutServerPath, ", "), keys.CopyInitContainer)
+}
+
+// firstOf is s[0], "" for an empty s.
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 func sidecarMode(native bool) string {

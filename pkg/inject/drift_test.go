@@ -17,13 +17,19 @@ import (
 // stored pod applied, since the reconciler only ever sees stored pods.
 func injectedPod(t *testing.T, plugins string, extra map[string]string) *corev1.Pod {
 	t.Helper()
+	return injectedPodWith(t, testCat(t), plugins, extra)
+}
+
+// injectedPodWith is injectedPod injected with cat.
+func injectedPodWith(t *testing.T, cat *catalog.Catalog, plugins string, extra map[string]string) *corev1.Pod {
+	t.Helper()
 	ann := map[string]string{keys.PluginsAnnotation: plugins}
 	for k, v := range extra {
 		ann[k] = v
 	}
 	in := pod(ann, nil)
 	in.Namespace = "argocd"
-	r := Inject(in, "argocd", testCat(t))
+	r := Inject(in, "argocd", cat)
 	if r.Decision != Injected {
 		t.Fatalf("not injected: %s", r.Message())
 	}

@@ -34,15 +34,15 @@ type copySpec struct{ uid int64 }
 func (s copySpec) container(cat *catalog.Catalog) corev1.Container { return copyContainer(cat, s.uid) }
 
 // sidecarSpec builds one plugin's sidecar: image is the catalog's or the
-// pod's allowed override.
+// pod's allowed override, server the plugin server it runs (server.go).
 type sidecarSpec struct {
-	plugin, image string
-	uid           int64
-	native        bool
+	plugin, image, server string
+	uid                   int64
+	native                bool
 }
 
 func (s sidecarSpec) container(cat *catalog.Catalog) corev1.Container {
-	return sidecar(cat, cat.Plugins[s.plugin], s.image, s.uid, s.native)
+	return sidecar(cat, cat.Plugins[s.plugin], s.image, s.uid, s.native, s.server)
 }
 
 // socketsSpec builds the sockets container for a plugin set, in the pod's

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
 // A container's cache key is its spec, so a spec must hold every input of
@@ -16,16 +18,17 @@ func TestSpecFieldsAreInputs(t *testing.T) {
 	cat := testCat(t)
 	bases := []containerSpec{
 		copySpec{uid: 999},
-		sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", uid: 999},
+		sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", server: keys.PluginServerPath, uid: 999},
 		socketsSpec{plugins: "helm", uid: 999},
 	}
 	// variants["type.field"] differs from its type's base in that field only.
 	variants := map[string]containerSpec{
 		"copySpec.uid":        copySpec{uid: 1000},
-		"sidecarSpec.plugin":  sidecarSpec{plugin: "kustomize", image: "alpine/helm:3.16.2", uid: 999},
-		"sidecarSpec.image":   sidecarSpec{plugin: "helm", image: "alpine/helm:3.17.0", uid: 999},
-		"sidecarSpec.uid":     sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", uid: 1000},
-		"sidecarSpec.native":  sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", uid: 999, native: true},
+		"sidecarSpec.plugin":  sidecarSpec{plugin: "kustomize", image: "alpine/helm:3.16.2", server: keys.PluginServerPath, uid: 999},
+		"sidecarSpec.image":   sidecarSpec{plugin: "helm", image: "alpine/helm:3.17.0", server: keys.PluginServerPath, uid: 999},
+		"sidecarSpec.server":  sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", server: keys.CopyServerBinary, uid: 999},
+		"sidecarSpec.uid":     sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", server: keys.PluginServerPath, uid: 1000},
+		"sidecarSpec.native":  sidecarSpec{plugin: "helm", image: "alpine/helm:3.16.2", server: keys.PluginServerPath, uid: 999, native: true},
 		"socketsSpec.plugins": socketsSpec{plugins: "helm,kustomize", uid: 999},
 		"socketsSpec.uid":     socketsSpec{plugins: "helm", uid: 1000},
 		"socketsSpec.native":  socketsSpec{plugins: "helm", uid: 999, native: true},

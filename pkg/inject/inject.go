@@ -45,7 +45,7 @@ func injectPod(pod *corev1.Pod, namespace string, cat *catalog.Catalog, enc *Enc
 	}
 	adds := build(pod, cat, plan)
 	r := &Report{Decision: Injected, Reasons: []Reason{ReasonInjected}, Plugins: plan.plugins, Status: adds.status,
-		Patch: adds.patch(pod, cat, enc.forCatalog(cat))}
+		Server: adds.server, Patch: adds.patch(pod, cat, enc.forCatalog(cat))}
 	if !patchOnly {
 		r.Pod = adds.applyTo(pod, cat)
 	}

@@ -25,9 +25,11 @@ import (
 // annotation equals its plugin's config, and every container the catalog
 // would inject for the plugins the pod asks for is there and runs the
 // catalog's image (or one its allowedImages allow), the copy container the
-// catalog's copy image. The status is the pod's own word, so it only adds
-// containers to check, never removes one: a status naming no container
-// must not admit sidecars with any image.
+// catalog's copy image. Whether the copy container is wanted is the catalog's
+// decision for those plugins (serverChoice), never the pod's; one the pod
+// carries all the same is checked like the others. The status is the pod's
+// own word, so it only adds containers to check, never removes one: a status
+// naming no container must not admit sidecars with any image.
 func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 	st, problems := ownedStatus(pod)
 	if st == nil {
@@ -42,11 +44,14 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 			keys.StatusAnnotation, quoteBounded(strings.Join(st.Plugins, ", ")), quoteBounded(strings.Join(requested, ", ")), keys.PluginsAnnotation)})
 	}
 	want := []string{keys.CopyInitContainer, keys.SocketsContainer}
+	if !serverChoice(catalogEntries(cat, requested)).Copies() {
+		want = want[1:]
+	}
 	for _, p := range requested {
 		want = append(want, keys.SidecarName(p))
 	}
 	present := map[string]bool{}
-	for _, c := range ownedContainers(pod, st, want) {
+	for _, c := range ownedContainers(pod, st, append(want, keys.CopyInitContainer)) {
 		present[c.Name] = true
 		problems = append(problems, checkImage(c, cat)...)
 	}

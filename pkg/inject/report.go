@@ -104,6 +104,48 @@ type Report struct {
 	// Fault is whose fault a denial is (FaultPod unless the injector
 	// could not decide).
 	Fault Fault `json:"-"`
+	// Server says where the sidecars take the plugin server from, and
+	// why; nil unless injected.
+	Server *ServerChoice `json:"server,omitempty"`
+}
+
+// ServerSource is where an injected pod's sidecars take the plugin server
+// from. The values are stable codes, like reasons.
+type ServerSource string
+
+// Server sources.
+const (
+	// ServerCopied: the copy init container copies it from the catalog's
+	// copy image into the var-files volume, and every sidecar runs that copy.
+	ServerCopied ServerSource = "copied"
+	// ServerFromImages: every plugin's catalog entry says its image carries
+	// it (serverPath), so each sidecar runs its own image's and the pod gets
+	// no copy init container.
+	ServerFromImages ServerSource = "from_images"
+)
+
+// ServerChoice is the decision on the plugin server, as data.
+type ServerChoice struct {
+	Source ServerSource `json:"source"`
+	// WithoutServerPath are the pod's plugins whose catalog entry has no
+	// serverPath, in the pod's order: why the server is copied.
+	WithoutServerPath []string `json:"withoutServerPath,omitempty"`
+}
+
+// Copies reports whether the pod gets the copy init container.
+func (s *ServerChoice) Copies() bool { return s.Source == ServerCopied }
+
+// Describe is the decision in one line, for explain and logs.
+func (s *ServerChoice) Describe() string {
+	if !s.Copies() {
+		return "each sidecar runs cmp-server from its own image (every plugin's catalog entry has serverPath): no " +
+			keys.CopyInitContainer + " init container"
+	}
+	if len(s.WithoutServerPath) == 0 {
+		return "copied by the " + keys.CopyInitContainer + " init container from defaults.copyImage"
+	}
+	return "copied by the " + keys.CopyInitContainer + " init container from defaults.copyImage: no serverPath in the catalog for " +
+		strings.Join(s.WithoutServerPath, ", ")
 }
 
 // Fault says whose fault a denial is, which the webhook turns into the

@@ -24,11 +24,15 @@ const (
 // Paths and names Argo CD's repo-server and its sidecars agree on.
 const (
 	// VarFilesVolume carries the plugin server binary from the copy init container
-	// into every sidecar.
+	// into every sidecar. A pod whose every plugin's image carries the server
+	// (the catalog's serverPath) has no copy, and gets no var-files of ours.
 	VarFilesVolume = "var-files"
 	// VarFilesMountPath is where var-files is mounted in the init and sidecar containers.
 	VarFilesMountPath = "/var/run/argocd"
-	// PluginServerPath is where the copy init container places the plugin server.
+	// PluginServerPath is where the copy init container places the plugin
+	// server, which the sidecars then run. Plugin commands name it too: the
+	// server runs itself for a command whose argv[0] is this path, so they
+	// also work in a sidecar that runs its image's server (serverPath).
 	PluginServerPath = "/var/run/argocd/cmp-server"
 	// PluginsVolume is the emptyDir shared by the repo-server and the sidecars for sockets.
 	PluginsVolume = "plugins"
@@ -89,12 +93,14 @@ const (
 	// for recognising one), and the name the reconciler gives what it adds
 	// to that container.
 	RepoServerContainer = "argocd-repo-server"
-	// CopyInitContainer is the init container that copies the plugin server into var-files.
+	// CopyInitContainer is the init container that copies the plugin server
+	// into var-files; left out when every plugin's image carries the server.
 	CopyInitContainer = "cmp-injector-copy"
 	// SidecarPrefix + <plugin> names each plugin's sidecar container (and
 	// starts its volumes' names: see SidecarName).
 	SidecarPrefix = "cmp-"
-	// CopyServerBinary is where the plugin server binary lives inside the copy image.
+	// CopyServerBinary is where the plugin server binary lives inside the copy
+	// image, and inside the plugin library's images (their catalog serverPath).
 	CopyServerBinary = "/usr/local/bin/cmp-server"
 	// SocketsContainer publishes each plugin's socket from its private
 	// directory into the repo-server's socket directory (cmp-server publish);

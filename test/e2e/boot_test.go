@@ -20,9 +20,10 @@ import (
 const hostileMessage = `it's "quoted", has commas, a=b, [brackets], $(whoami) and a.dot`
 
 // TestInjectedPodBoots takes the pod the apiserver stored and runs the
-// containers the injector added, as local processes: the copy init container
-// copies the real cmp-server binary into var-files, the Helm sidecar starts from
-// its projected plugin.yaml and listens on its socket, and a gRPC client streams a
+// containers the injector added, as local processes: the Helm sidecar runs
+// the real cmp-server binary as its image's (the library's images carry it:
+// serverPath, so there is no copy init container), starts from its projected
+// plugin.yaml and listens on its socket, and a gRPC client streams a
 // repository to it and generates manifests with parameters, as Argo CD does.
 func TestInjectedPodBoots(t *testing.T) {
 	for _, native := range []bool{true, false} {
@@ -41,7 +42,7 @@ func TestInjectedPodBoots(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer booted.Stop()
-			t.Logf("copy init container ran and both plugin servers listen in %s", time.Since(start).Round(time.Millisecond))
+			t.Logf("both plugin servers listen in %s", time.Since(start).Round(time.Millisecond))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()

@@ -183,9 +183,9 @@ func TestOpenShiftAssignedUIDs(t *testing.T) {
 
 // TestInstallPathPodsBoot boots the injected containers of the argo-helm and
 // operator repo-server pods (the golden inputs' templates, as their
-// ReplicaSets create them): the copy container fills the chart's own
-// var-files volume, the helm sidecar listens on the chart's plugins volume and
-// generates a chart's manifests.
+// ReplicaSets create them): the helm sidecar runs its image's cmp-server (the
+// library entry's serverPath: no copy container), listens on the chart's
+// plugins volume and generates a chart's manifests.
 func TestInstallPathPodsBoot(t *testing.T) {
 	startInjector(t, catalogFor(t, true, map[string][]string{"*": {"helm"}}))
 	ns := newNamespace(t, "pathboot", enabledNS)

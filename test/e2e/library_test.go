@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 	"github.com/cmp-injector/cmp-injector/test/sopstest"
 )
@@ -253,6 +255,73 @@ func TestPluginLibrary(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLibraryImagesCarryTheServer: the library's entries say their images
+// carry cmp-server (serverPath), so a repo-server pod of library plugins,
+// stored by the real kube-apiserver, has no copy init container and no
+// var-files of the injector's; each sidecar runs, and gates on, the server
+// at the image's path (here the build's cmp-server, mapped as the image's
+// /usr/local/bin/cmp-server), and Argo CD's repo-server renders through
+// them. One plugin whose image does not carry it (trivial-cmp, busybox)
+// keeps the copy for the whole pod.
+func TestLibraryImagesCarryTheServer(t *testing.T) {
+	s := startLibrary(t, []string{"kustomize", "trivial-cmp"})
+	rel := s.rels[0]
+	rs, stored := s.bootRepoServer(t, rel, "helm, kustomize", "srv")
+	st := status(t, stored)
+	inits, _ := containerNames(stored)
+	if slices.Contains(inits, keys.CopyInitContainer) || slices.Contains(st.InitContainers, keys.CopyInitContainer) || slices.Contains(st.Volumes, keys.VarFilesVolume) {
+		t.Errorf("a pod of library plugins got the copy: init containers %v, status %+v", inits, st)
+	}
+	for _, c := range stored.Spec.InitContainers {
+		if !isSidecarOf(c.Name, st.Plugins) {
+			continue
+		}
+		gate := c.Lifecycle.PostStart.Exec.Command
+		if !slices.Equal(c.Command, []string{keys.CopyServerBinary}) || gate[0] != keys.CopyServerBinary {
+			t.Errorf("%s runs %v and gates on %v, want the image's %s", c.Name, c.Command, gate, keys.CopyServerBinary)
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == keys.VarFilesVolume {
+				t.Errorf("%s mounts %s", c.Name, m.Name)
+			}
+		}
+	}
+	// Argo CD's repo-server renders through both, each named.
+	for _, tc := range []struct{ plugin, app, path, want string }{
+		{"helm", "shop", "kustomize-helm/charts/hello", "ConfigMap/shop-hello"},
+		{"kustomize", "web", "kustomize", "Deployment/web"},
+	} {
+		resp, err := s.generate(rs, tc.app, tc.path, &argoPlugin{Name: tc.plugin})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.plugin, err)
+		}
+		if _, ok := objectsByName(t, resp.Manifests)[tc.want]; !ok || resp.SourceType != "Plugin" {
+			t.Errorf("%s: %s manifests %v, want %s", tc.plugin, resp.SourceType, resp.Manifests, tc.want)
+		}
+	}
+
+	t.Run("one plugin without serverPath keeps the copy", func(t *testing.T) {
+		mixed, err := env.cp.Client().CreatePod(s.ns, repoServerPod(t, "repo-server-mixed", rel.Image(), "helm, trivial-cmp"), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inits, _ := containerNames(mixed)
+		if !slices.Contains(inits, keys.CopyInitContainer) {
+			t.Errorf("init containers %v, want %s", inits, keys.CopyInitContainer)
+		}
+		for _, c := range mixed.Spec.InitContainers {
+			if isSidecarOf(c.Name, []string{"helm", "trivial-cmp"}) && !slices.Equal(c.Command, []string{keys.PluginServerPath}) {
+				t.Errorf("%s runs %v, want the copy %s", c.Name, c.Command, keys.PluginServerPath)
+			}
+		}
+	})
+}
+
+// isSidecarOf reports whether container name is the sidecar of one of plugins.
+func isSidecarOf(name string, plugins []string) bool {
+	return slices.ContainsFunc(plugins, func(p string) bool { return keys.SidecarName(p) == name })
 }
 
 // libraryPlugins are the plugins TestPluginLibrary's repo-server asks for.

@@ -131,10 +131,14 @@ func TestReinvocation(t *testing.T) {
 	t.Logf("our webhook calls: %v, second webhook calls: %d", metric(t, in, metricRequests)-before, calls.Load()-otherBefore)
 	inits, mains := containerNames(stored)
 	all := append(append([]string{}, inits...), mains...)
-	for _, name := range []string{keys.CopyInitContainer, "cmp-helm", "cmp-kustomize"} {
+	for _, name := range []string{"cmp-helm", "cmp-kustomize", keys.SocketsContainer} {
 		if n := countNames(all, name); n != 1 {
 			t.Errorf("container %s appears %d times, want 1 (containers: %v)", name, n, all)
 		}
+	}
+	// The library's images carry cmp-server (serverPath): nothing is copied.
+	if n := countNames(all, keys.CopyInitContainer); n != 0 {
+		t.Errorf("container %s appears %d times, want none (containers: %v)", keys.CopyInitContainer, n, all)
 	}
 	var vols []string
 	for _, v := range stored.Spec.Volumes {
@@ -156,7 +160,8 @@ func TestClassicSidecars(t *testing.T) {
 	stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 	golden(t, "repo-server-pod.classic.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 	inits, mains := containerNames(stored)
-	if strings.Join(inits, ",") != "copyutil,"+keys.CopyInitContainer || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm,"+keys.SocketsContainer {
+	// No copy init container: the library's helm image carries cmp-server.
+	if strings.Join(inits, ",") != "copyutil" || strings.Join(mains, ",") != "argocd-repo-server,cmp-helm,"+keys.SocketsContainer {
 		t.Errorf("init containers %v, containers %v", inits, mains)
 	}
 }

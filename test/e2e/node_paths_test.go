@@ -13,8 +13,9 @@ import (
 // checkInstallPathPodsOnNode runs the argo-helm repo-server pod (the golden
 // input's template, the same the API-server tests use) on the real node,
 // once as argo-helm runs it (UID 999 from Argo CD's image) and once with an
-// OpenShift-style preassigned UID on its containers: the copy container fills
-// the chart's var-files, the helm sidecar's start gate (postStart hook) returns, the
+// OpenShift-style preassigned UID on its containers: the helm sidecar runs
+// the cmp-server of the library's cmp-helm image (its catalog serverPath, no
+// copy container), its start gate (postStart hook) returns, the
 // repo-server container starts after it and finds the socket in the chart's
 // plugins volume, and every process runs as the repo-server's UID. The
 // repo-server container is a shell standing in for Argo CD's (whose own run

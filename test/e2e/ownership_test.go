@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -23,6 +24,15 @@ func TestInjectedPodsResistTheirAuthor(t *testing.T) {
 	pod := loadPod(t, "repo-server-pod.yaml")
 	createAs(t, editor, ns, pod)
 	podPath := "/api/v1/namespaces/" + ns + "/pods/" + pod.Name
+	stored, err := env.cp.Client().GetPod(ns, pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inits, _ := containerNames(stored)
+	helm := slices.Index(inits, "cmp-helm")
+	if helm < 0 {
+		t.Fatalf("no cmp-helm among the init containers %v", inits)
+	}
 
 	t.Run("the inject label cannot be switched off", func(t *testing.T) {
 		// kubectl -n argocd label pod P cmp-injector.io/inject=false --overwrite
@@ -30,16 +40,16 @@ func TestInjectedPodsResistTheirAuthor(t *testing.T) {
 		denied(t, "relabelling the pod", err, `label "cmp-injector.io/inject" of an injected pod must not be changed or removed`)
 		err = editor.MergePatch(podPath, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, keys.InjectLabel)))
 		denied(t, "removing the label", err, "must not be changed or removed")
-		// kubectl patch --type=json replace /spec/initContainers/2/image: the
-		// label still on, so the webhook still reviews it.
-		err = editor.JSONPatch(podPath, []byte(`[{"op":"replace","path":"/spec/initContainers/2/image","value":"evil/anything:1"}]`))
+		// kubectl patch --type=json replace /spec/initContainers/<cmp-helm>/image:
+		// the label still on, so the webhook still reviews it.
+		err = editor.JSONPatch(podPath, []byte(fmt.Sprintf(`[{"op":"replace","path":"/spec/initContainers/%d/image","value":"evil/anything:1"}]`, helm)))
 		denied(t, "the sidecar image", err, `image "evil/anything:1" of container "cmp-helm" is not allowed`)
 		got, err := env.cp.Client().GetPod(ns, pod.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Labels[keys.InjectLabel] != keys.EnabledValue || got.Spec.InitContainers[2].Image == "evil/anything:1" {
-			t.Fatalf("the pod changed: label %q, image %q", got.Labels[keys.InjectLabel], got.Spec.InitContainers[2].Image)
+		if got.Labels[keys.InjectLabel] != keys.EnabledValue || got.Spec.InitContainers[helm].Image == "evil/anything:1" {
+			t.Fatalf("the pod changed: label %q, image %q", got.Labels[keys.InjectLabel], got.Spec.InitContainers[helm].Image)
 		}
 	})
 

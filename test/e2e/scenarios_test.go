@@ -56,10 +56,11 @@ func TestInjection(t *testing.T) {
 		stored := createStored(t, ns, loadPod(t, "repo-server-pod.yaml"))
 		golden(t, "repo-server-pod.native.stored."+minorVersion()+".yaml", stableStoredPod(stored))
 		inits, _ := containerNames(stored)
-		if want := []string{"copyutil", keys.CopyInitContainer, "cmp-helm", keys.SocketsContainer}; !slices.Equal(inits, want) {
+		// The library's helm image carries cmp-server (serverPath): no copy.
+		if want := []string{"copyutil", "cmp-helm", keys.SocketsContainer}; !slices.Equal(inits, want) {
 			t.Errorf("init containers = %v, want %v", inits, want)
 		}
-		if rp := stored.Spec.InitContainers[2].RestartPolicy; rp == nil || *rp != corev1.ContainerRestartPolicyAlways {
+		if rp := stored.Spec.InitContainers[slices.Index(inits, "cmp-helm")].RestartPolicy; rp == nil || *rp != corev1.ContainerRestartPolicyAlways {
 			t.Errorf("cmp-helm restartPolicy = %v, want Always (native sidecar)", rp)
 		}
 		if st := status(t, stored); st.Revision != "e2e" || strings.Join(st.Plugins, ",") != "helm" {

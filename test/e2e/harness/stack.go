@@ -90,8 +90,10 @@ func LoadPod(path string) (*corev1.Pod, error) {
 }
 
 // BootInjectedPod boots the containers the injector owns in a stored pod (the
-// copy init container and every cmp-<plugin> sidecar), with cmpServer standing
-// in for the cmp-server image's binary, and waits for every plugin socket.
+// copy init container, if any, and every cmp-<plugin> sidecar), with cmpServer
+// standing in for the cmp-server binary of the copy image and of the plugin
+// images that carry it (/usr/local/bin/cmp-server in both), and waits for
+// every plugin socket.
 // Argo CD's own containers are not run: their images are not on this machine.
 func BootInjectedPod(pod *corev1.Pod, cmpServer, root string, logTo interface{ Write([]byte) (int, error) }) (*BootedPod, string, error) {
 	owned := map[string]bool{}
