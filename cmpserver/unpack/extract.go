@@ -132,8 +132,11 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 	}
 	defer gz.Close()
 	x := &extractor{dest: dest, limits: limits, preserveMode: preserveMode, gate: gate,
-		realDirs: map[string]bool{".": true}, written: map[string]bool{}, buf: make([]byte, copyBuf),
-		writers: startWriters()}
+		realDirs: map[string]bool{".": true}, written: map[string]bool{}}
+	if !o.namesOnly {
+		// A names-only tree writes no content: no copy buffer, no writers.
+		x.buf, x.writers = make([]byte, copyBuf), startWriters()
+	}
 	if x.writers != nil {
 		// Every return waits for the writers: the caller may remove dest next.
 		defer x.writers.close()

@@ -164,7 +164,7 @@ func refreshOnce(o options, base, root string, c refreshConfig, named, discovere
 		if _, _, err := srv.refresh(o, c, root, named, discovered, rev); err != nil {
 			return res, err
 		}
-		if err := commitOutsideApps(root, round); err != nil {
+		if err := commitOutsideApps(root); err != nil {
 			return res, err
 		}
 		rev = fmt.Sprintf("%040x", round*2+2)
@@ -425,9 +425,13 @@ func genMonorepo(root string, size refreshSize) (float64, error) {
 	return float64(total) / 1e6, nil
 }
 
+// commits numbers the commits outside every app, so each changes the file.
+var commits int
+
 // commitOutsideApps changes one doc, outside every app, and commits it.
-func commitOutsideApps(root string, round int) error {
-	if err := os.WriteFile(filepath.Join(root, "docs", "CHANGELOG.md"), []byte(fmt.Sprintf("round %d\n", round)), 0o644); err != nil {
+func commitOutsideApps(root string) error {
+	commits++
+	if err := os.WriteFile(filepath.Join(root, "docs", "CHANGELOG.md"), []byte(fmt.Sprintf("change %d\n", commits)), 0o644); err != nil {
 		return err
 	}
 	if err := git(root, "add", "-A"); err != nil {
