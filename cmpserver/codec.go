@@ -72,6 +72,18 @@ func (m *encodedManifests) Adopt(doc []byte) bool {
 	return true
 }
 
+// compact is m in one buffer of exactly its size: what the render cache
+// keeps. m's chunks are allocated a MiB at a time, so a small answer held
+// as it was built would keep a MiB (and the cache's byte bound would count
+// a few hundred).
+func (m *encodedManifests) compact() *encodedManifests {
+	b := make([]byte, 0, m.size)
+	for _, c := range m.chunks {
+		b = append(b, c...)
+	}
+	return &encodedManifests{chunks: [][]byte{b}, size: m.size, count: m.count}
+}
+
 // codec is gRPC's proto codec, except that an *encodedManifests is sent as is.
 // gRPC checks the size against the send limit as for any message.
 type codec struct{ encoding.CodecV2 }

@@ -50,5 +50,15 @@ func testEncodedManifests(t *testing.T, adopt bool) {
 		if err := proto.Unmarshal(got.Materialize(), &back); err != nil || len(back.Manifests) != len(docs) {
 			t.Errorf("does not decode: %v", err)
 		}
+		// What the render cache keeps: the same bytes in one buffer of
+		// exactly their size (a chunk is allocated a MiB at a time).
+		c := m.compact()
+		kept, err := newCodec().Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(kept.Materialize(), want) || len(c.chunks) != 1 || cap(c.chunks[0]) != m.size || c.count != m.count {
+			t.Errorf("adopt %v, %d manifests: compacted to %d chunks of capacity %d for %d bytes", adopt, len(docs), len(c.chunks), cap(c.chunks[0]), m.size)
+		}
 	}
 }

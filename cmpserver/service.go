@@ -94,10 +94,11 @@ func (rc *requestCache) lookup(meta *pluginpb.ManifestRequestMetadata) (*encoded
 	return rc.cache.Get(rc.key)
 }
 
-// keep caches m under the request's key.
+// keep caches m, compacted, under the request's key.
 func (rc *requestCache) keep(m *encodedManifests) {
 	if rc.keyed {
-		rc.cache.Put(rc.key, m, int64(m.size))
+		c := m.compact()
+		rc.cache.Put(rc.key, c, int64(cap(c.chunks[0])))
 	}
 }
 
