@@ -315,22 +315,29 @@ type cmpServer struct {
 }
 
 func startCMP(base string, s server) (*cmpServer, error) {
+	extra := ""
+	if s.readOnly {
+		extra = "\n  readOnlyRepository: true"
+	}
+	plugin := "bench-" + s.name
+	return startPluginServer(base, s, plugin, fmt.Sprintf(benchPlugin, plugin, extra))
+}
+
+// startPluginServer starts s serving pluginYAML (plugin's) in a dir of its
+// own under base, pinned to the server CPU, and waits for its socket.
+func startPluginServer(base string, s server, plugin, pluginYAML string) (*cmpServer, error) {
 	dir, err := os.MkdirTemp(base, s.name+"-")
 	if err != nil {
 		return nil, err
 	}
-	r := &cmpServer{s: s, dir: dir, sockets: filepath.Join(dir, "sock"), plugin: "bench-" + s.name}
+	r := &cmpServer{s: s, dir: dir, sockets: filepath.Join(dir, "sock"), plugin: plugin}
 	config, work := filepath.Join(dir, "config"), filepath.Join(dir, "work")
 	for _, d := range []string{config, r.sockets, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	extra := ""
-	if s.readOnly {
-		extra = "\n  readOnlyRepository: true"
-	}
-	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(benchPlugin, r.plugin, extra)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(pluginYAML), 0o644); err != nil {
 		return nil, err
 	}
 	argv := make([]string, len(s.argv))
@@ -483,14 +490,8 @@ func genRepo(root string, files, apps int) (float64, error) {
 			return 0, err
 		}
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "bench"}, {"repack", "-adq"}, {"prune-packed"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=bench", "GIT_AUTHOR_EMAIL=bench@example.com",
-			"GIT_COMMITTER_NAME=bench", "GIT_COMMITTER_EMAIL=bench@example.com", "GIT_CONFIG_GLOBAL=/dev/null")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
+	if err := commitAll(root, "bench"); err != nil {
+		return 0, err
 	}
 	return float64(files*size) / 1e6, nil
 }

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
@@ -188,44 +187,11 @@ func refreshOnce(o options, base, root string, c refreshConfig, named, discovere
 }
 
 func startRefreshServer(base string, c refreshConfig) (*cmpServer, error) {
-	dir, err := os.MkdirTemp(base, c.name+"-")
-	if err != nil {
-		return nil, err
-	}
-	r := &cmpServer{s: server{name: c.name}, dir: dir, sockets: filepath.Join(dir, "sock"), plugin: "refresh"}
-	config, work := filepath.Join(dir, "config"), filepath.Join(dir, "work")
-	for _, d := range []string{config, r.sockets, work} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
 	extra := ""
 	if c.readOnly {
 		extra = "\n  readOnlyRepository: true"
 	}
-	if err := os.WriteFile(filepath.Join(config, "plugin.yaml"), []byte(fmt.Sprintf(refreshPlugin, r.plugin, extra)), 0o644); err != nil {
-		return nil, err
-	}
-	argv := make([]string, len(c.argv))
-	for i, a := range c.argv {
-		argv[i] = strings.ReplaceAll(a, "CONFIG", config)
-	}
-	env := append(append([]string(nil), c.env...), "ARGOCD_PLUGINSOCKFILEPATH="+r.sockets, "ARGOCD_CMP_WORKDIR="+work)
-	if r.proc, err = startServer(c.name, argv, env, filepath.Join(dir, "server.log")); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	sock := filepath.Join(r.sockets, r.plugin+".sock")
-	deadline := time.Now().Add(30 * time.Second)
-	for !exists(sock) {
-		if time.Now().After(deadline) {
-			err := fmt.Errorf("no socket after 30s:\n%s", r.proc.logTail())
-			r.stop()
-			return nil, err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return r, nil
+	return startPluginServer(base, server{name: c.name, argv: c.argv, env: c.env}, "refresh", fmt.Sprintf(refreshPlugin, "refresh", extra))
 }
 
 // refresh runs one refresh of every app with cmpbench, pinned to the client
@@ -414,13 +380,8 @@ func genMonorepo(root string, size refreshSize) (float64, error) {
 			return 0, err
 		}
 	}
-	if err := git(root, "init", "-q", "-b", "main"); err != nil {
+	if err := commitAll(root, "monorepo"); err != nil {
 		return 0, err
-	}
-	for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "monorepo"}, {"repack", "-adq"}, {"prune-packed"}} {
-		if err := git(root, args...); err != nil {
-			return 0, err
-		}
 	}
 	return float64(total) / 1e6, nil
 }
@@ -438,6 +399,17 @@ func commitOutsideApps(root string) error {
 		return err
 	}
 	return git(root, "commit", "-q", "-m", "docs")
+}
+
+// commitAll makes root a git repository of one commit holding everything,
+// its objects packed, as a repo-server's clone holds them.
+func commitAll(root, message string) error {
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", message}, {"repack", "-adq"}, {"prune-packed"}} {
+		if err := git(root, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func git(dir string, args ...string) error {
