@@ -220,3 +220,38 @@ func TestNoTracerNoSpans(t *testing.T) {
 		t.Error("Begin without a recording parent made a span")
 	}
 }
+
+// TestDiscoveryByNameUnpacksNoContent: a MatchRepository whose rule reads
+// names only (fileName, find.glob) unpacks the stream as empty files, which
+// its Untgz span says; a find.command rule, which may read content, and a
+// readOnlyRepository plugin, whose shared tree serves its generations too,
+// get the whole tree.
+func TestDiscoveryByNameUnpacksNoContent(t *testing.T) {
+	t.Parallel()
+	base := "kind: ConfigManagementPlugin\nmetadata: {name: disc}\nspec:\n  generate: {command: [\"true\"]}\n"
+	root := writeTree(t, map[string]string{"app/kustomization.yaml": "resources: []\n"})
+	for _, tc := range []struct {
+		name, spec string
+		namesOnly  bool
+	}{
+		{"fileName", "  discover: {fileName: ./kustomization.yaml}\n", true},
+		{"find.glob", "  discover: {find: {glob: \"**/kustomization.yaml\"}}\n", true},
+		{"find.command", "  discover: {find: {command: [sh, -c, \"grep -l resources kustomization.yaml\"]}}\n", false},
+		{"readOnlyRepository", "  readOnlyRepository: true\n  discover: {fileName: ./kustomization.yaml}\n", false},
+	} {
+		ts, exp := traced(t, base+tc.spec, nil)
+		ctx, _ := inRepoServerTrace(t)
+		m, err := ts.dial(t).Match(ctx, client.Request{RepoRoot: root, AppRelPath: "app"})
+		if err != nil || !m.Supported {
+			t.Fatalf("%s: %+v %v", tc.name, m, err)
+		}
+		spans := spansOf(t, exp, "plugin.ConfigManagementPluginService/MatchRepository")
+		if len(spans[tracing.SpanUntgz]) != 1 {
+			t.Fatalf("%s: %d untgz spans", tc.name, len(spans[tracing.SpanUntgz]))
+		}
+		v, _ := attr(spans[tracing.SpanUntgz][0], tracing.AttrNamesOnly)
+		if v.AsBool() != tc.namesOnly {
+			t.Errorf("%s: names only %v, want %v", tc.name, v.AsBool(), tc.namesOnly)
+		}
+	}
+}

@@ -168,6 +168,9 @@ func (r *Request) receive(ctx context.Context, stream unpack.Stream) (refused bo
 	r.repo, err = rc.Body(meta, r.target(meta))
 	if span.Recording() && r.repo != nil {
 		span.Set(tracing.AttrBytes.Int64(r.repo.Size), tracing.AttrFiles.Int(r.repo.Files))
+		if r.NamesOnly {
+			span.Set(tracing.AttrNamesOnly.Bool(true))
+		}
 		if r.Trees != nil {
 			span.Set(tracing.AttrSharedTree.Bool(r.lease != nil && !r.lease.Fresh()))
 		}

@@ -48,6 +48,9 @@ const (
 	AttrBytes      = attribute.Key("cmp.repo.compressed_bytes")
 	AttrFiles      = attribute.Key("cmp.repo.files")
 	AttrSharedTree = attribute.Key("cmp.repo.shared_tree_reused")
+	// AttrNamesOnly: the tree was unpacked as empty files (a discovery
+	// rule by file name or glob reads no content).
+	AttrNamesOnly = attribute.Key("cmp.repo.names_only")
 	// AttrRenderCacheHit: the answer came from the render cache; the
 	// stream was only verified.
 	AttrRenderCacheHit = attribute.Key("cmp.render_cache.hit")
