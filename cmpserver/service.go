@@ -61,24 +61,28 @@ func (svc *service) GenerateManifest(stream pluginpb.ConfigManagementPluginServi
 	// The response is built in wire form as the output is split (see codec.go);
 	// SendMsg is what SendAndClose calls with a *ManifestResponse.
 	cfg := svc.r.configs.get()
-	c := &requestCache{cache: cfg.cache}
-	var lookup func(*pluginpb.ManifestRequestMetadata) (*encodedManifests, bool)
-	if c.cache != nil {
-		lookup = c.lookup
+	var cache answers[*encodedManifests]
+	if cfg.cache != nil {
+		cache = &requestCache{cache: cfg.cache}
 	}
-	return withRepo(svc.r, stream, "GenerateManifest", true, cfg, lookup, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
+	return withRepo(svc.r, stream, "GenerateManifest", true, cfg, cache, func(ctx context.Context, ws *engine.Workspace) (*encodedManifests, error) {
 		m := &encodedManifests{}
 		if err := cfg.engine.Generate(ctx, ws, m); err != nil {
 			return nil, fmt.Errorf("error generating manifests: %w", err)
 		}
-		// Kept only now, after the stream matched the checksum in its key.
-		c.keep(m)
 		return m, nil
 	}, func(m *encodedManifests) error { return stream.SendMsg(m) })
 }
 
-// requestCache is one GenerateManifest's use of its configuration's render
-// cache: the key made from the header (lookup), kept for the answer (keep).
+// answers is a request's use of a render cache: an answer looked up by the
+// header, and an answer kept once the request has succeeded.
+type answers[T any] interface {
+	lookup(*pluginpb.ManifestRequestMetadata) (T, bool)
+	keep(T)
+}
+
+// requestCache is one GenerateManifest's answers: its configuration's render
+// cache, and the key made from the header (lookup) for the answer (keep).
 type requestCache struct {
 	cache *rendercache.Cache[*encodedManifests]
 	key   rendercache.Key
@@ -107,7 +111,7 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 	configured := cfg.plugin.DiscoveryConfigured()
 	// Without discovery the stream is still read to the end (v2.10-2.12 clients
 	// send it even to named plugins and fail if it is cut short), but not unpacked.
-	return withRepo(svc.r, stream, "MatchRepository", configured, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
+	return withRepo[bool](svc.r, stream, "MatchRepository", configured, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (bool, error) {
 		ok, err := cfg.engine.Match(ctx, ws)
 		if err != nil {
 			return false, fmt.Errorf("match repository error: %w", err)
@@ -120,7 +124,7 @@ func (svc *service) MatchRepository(stream pluginpb.ConfigManagementPluginServic
 
 func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPluginService_GetParametersAnnouncementServer) error {
 	cfg := svc.r.configs.get()
-	return withRepo(svc.r, stream, "GetParametersAnnouncement", true, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
+	return withRepo[*pluginpb.ParametersAnnouncementResponse](svc.r, stream, "GetParametersAnnouncement", true, cfg, nil, func(ctx context.Context, ws *engine.Workspace) (*pluginpb.ParametersAnnouncementResponse, error) {
 		as, err := cfg.engine.Parameters(ctx, ws)
 		if err != nil {
 			return nil, fmt.Errorf("get parameters announcement error: %w", err)
@@ -133,15 +137,15 @@ func (svc *service) GetParametersAnnouncement(stream pluginpb.ConfigManagementPl
 // repository received and unpacked, fn run on it, the dir removed, the answer
 // sent. The request runs on cfg, the configuration current when it started,
 // to its end. Logs carry a request id and the configuration's hash, never env
-// values. lookup, when set, may answer from the header alone (the render
+// values. cache, when set, may answer from the header alone (the render
 // cache); the answer is sent only once the stream has been verified.
-func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, lookup func(*pluginpb.ManifestRequestMetadata) (T, bool), fn func(context.Context, *engine.Workspace) (T, error), send func(T) error) error {
+func withRepo[T any](s *requestRunner, stream unpack.Stream, rpc string, extract bool, cfg *loaded, cache answers[T], fn func(context.Context, *engine.Workspace) (T, error), send func(T) error) error {
 	id := newRequestID()
 	ctx, span := tracing.Begin(stream.Context(), requestSpan(rpc))
 	if span.Recording() {
 		span.Set(tracing.AttrPlugin.String(cfg.plugin.Metadata.Name), tracing.AttrConfigHash.String(cfg.hash), tracing.AttrRequestID.String(id))
 	}
-	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, lookup, fn)
+	out, err := runRequest(ctx, s, stream, id, rpc, extract, cfg, span, cache, fn)
 	if err == nil {
 		_, sending := tracing.Begin(ctx, tracing.SpanSend)
 		if sending.Recording() {
@@ -170,7 +174,7 @@ func requestSpan(rpc string) string {
 }
 
 // runRequest is withRepo's request, its span begun.
-func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stream, id, rpc string, extract bool, cfg *loaded, span *tracing.Span, lookup func(*pluginpb.ManifestRequestMetadata) (T, bool), fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
+func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stream, id, rpc string, extract bool, cfg *loaded, span *tracing.Span, cache answers[T], fn func(context.Context, *engine.Workspace) (T, error)) (T, error) {
 	var zero T
 	log := s.log.With(zap.String("request_id", id), zap.String("rpc", rpc), zap.String("config_hash", cfg.hash))
 	if d, ok := ctx.Deadline(); ok {
@@ -206,10 +210,10 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 	}
 	rq.Admit = admission(s.metrics, rpc, cfg, log)
 	var cached T
-	if lookup != nil {
+	if cache != nil {
 		rq.Known = func(meta *pluginpb.ManifestRequestMetadata) bool {
 			var hit bool
-			cached, hit = lookup(meta)
+			cached, hit = cache.lookup(meta)
 			return hit
 		}
 	}
@@ -231,6 +235,12 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 		log.Info("request done", zap.Duration("duration", time.Since(start)), zap.Duration("after_header", rq.SinceHeader()))
 		if rq.FromCache {
 			return cached, nil
+		}
+		if cache != nil {
+			// Kept only now: the stream matched the checksum in its key, and
+			// on a shared tree the answer is the one made from the tree as
+			// unpacked (request.checkShared), not one a write had spoiled.
+			cache.keep(out)
 		}
 		return out, nil
 	case request.StageAdmit:

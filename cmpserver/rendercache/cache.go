@@ -28,6 +28,7 @@
 package rendercache
 
 import (
+	"cmp"
 	"container/list"
 	"crypto/sha256"
 	"encoding/binary"
@@ -143,7 +144,6 @@ func (c *Cache[V]) KeyOf(meta *pluginpb.ManifestRequestMetadata) (k Key, ok bool
 	h := sha256.New()
 	field(h, "config", c.configID)
 	field(h, "checksum", meta.GetChecksum())
-	field(h, "size", fmt.Sprint(meta.GetSize()))
 	field(h, "app", meta.GetAppRelPath())
 	env := make([]*pluginpb.EnvEntry, 0, len(meta.GetEnv()))
 	for _, e := range meta.GetEnv() {
@@ -153,15 +153,7 @@ func (c *Cache[V]) KeyOf(meta *pluginpb.ManifestRequestMetadata) (k Key, ok bool
 		env = append(env, e)
 	}
 	// The repo-server's order is not part of what a command sees.
-	slices.SortStableFunc(env, func(a, b *pluginpb.EnvEntry) int {
-		switch {
-		case a.GetName() < b.GetName():
-			return -1
-		case a.GetName() > b.GetName():
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(env, func(a, b *pluginpb.EnvEntry) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	for _, e := range env {
 		field(h, "env", e.GetName())
 		field(h, "=", e.GetValue())
@@ -227,13 +219,6 @@ func (c *Cache[V]) Put(k Key, v V, size int64) {
 	c.items[k] = c.lru.PushFront(&entry[V]{key: k, value: v, size: size, expires: now.Add(c.cfg.TTL)})
 	c.bytes += size
 	c.heldLocked()
-}
-
-// Len is the number of answers held (expired ones not yet noticed included).
-func (c *Cache[V]) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
 }
 
 func (c *Cache[V]) removeLocked(el *list.Element) {

@@ -411,19 +411,11 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 		return err
 	}
 	if x.namesOnly {
-		// The tar reader skips the content at the next header.
+		// An empty file made as a writer makes any (the tar reader skips
+		// the content at the next header).
 		x.bytes += hdr.Size
-		f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, x.mode(hdr, 0o644))
-		if err == nil {
-			err = f.Close()
-		}
-		if err == nil && x.preserveMode {
-			err = os.Chmod(abs, x.mode(hdr, 0o644))
-		}
-		if err != nil {
-			return fmt.Errorf("error extracting %q: %w", hdr.Name, err)
-		}
-		return nil
+		var none []byte
+		return writeJob{abs: abs, name: hdr.Name, mode: x.mode(hdr, 0o644), chmod: x.preserveMode, buf: &none}.write()
 	}
 	if x.writers != nil && hdr.Size <= parallelMax {
 		n, err := x.writers.submit(abs, hdr.Name, x.mode(hdr, 0o644), x.preserveMode, body, int(hdr.Size))

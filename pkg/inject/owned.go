@@ -43,10 +43,13 @@ func verifyOwned(pod *corev1.Pod, cat *catalog.Catalog) []Problem {
 			"annotation %q names plugins %s but the pod asks for %s in %q; only cmp-injector writes it (re-render pre-injected pods with cmp-injector inject)",
 			keys.StatusAnnotation, quoteBounded(strings.Join(st.Plugins, ", ")), quoteBounded(strings.Join(requested, ", ")), keys.PluginsAnnotation)})
 	}
-	want := []string{keys.CopyInitContainer, keys.SocketsContainer}
-	if !serverChoice(catalogEntries(cat, requested)).Copies() {
-		want = want[1:]
+	// The copy container is wanted only when the catalog copies for these
+	// plugins, and its image checked whenever the pod carries one.
+	var want []string
+	if serverChoice(catalogEntries(cat, requested)).Copies() {
+		want = append(want, keys.CopyInitContainer)
 	}
+	want = append(want, keys.SocketsContainer)
 	for _, p := range requested {
 		want = append(want, keys.SidecarName(p))
 	}
