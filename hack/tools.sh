@@ -11,7 +11,7 @@
 #        kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32
 #        argocd repoclient argocd-v2 repoclient-v2 redis-server actionlint promtool benchstat cmpbench
 #        argocd-operator
-#        jsonnet sops helmfile argocd-vault-plugin ytt tk (the plugin library) age-keygen vault (their tests)
+#        jsonnet sops helmfile argocd-vault-plugin ytt tk cdk8s (the plugin library) age-keygen vault (their tests)
 #        kubelet containerd runc cni-plugins iptables busybox (the real node)
 #        argo-e2e.test kubectl goreman nginx fcgiwrap sshd gpg (Argo CD's own plugin tests: make e2e-argo)
 #        kwok (the suite's simulated node)
@@ -98,6 +98,29 @@ build_tk() {
 }
 build_ytt() {
   (cd "$ROOT/test/e2e/tools/ytt" && go build -trimpath -ldflags "-X carvel.dev/ytt/pkg/version.Version=$YTT_VERSION_NUMBER" -o "$1/ytt" carvel.dev/ytt/cmd/ytt)
+}
+# cdk8s: Node.js from Debian and cdk8s-cli from npm, the cmp-cdk8s image's tree
+# (hack/images -rootfs), and bin/cdk8s to run it here. Debian's Node.js loads
+# modules from fixed paths under /usr, so the tree's /usr is laid over this
+# machine's in a private mount namespace (as root, or in a user namespace) and
+# the image's own start script runs there with the image's PATH. The cache key
+# is the locks and the code that lays the tree out.
+cdk8s_key() {
+  (cd "$ROOT" && cat deploy/plugins/cdk8s/debian.lock deploy/plugins/cdk8s/tools/package-lock.json \
+    hack/images/rootfs.go hack/images/cdk8s.go | sha256sum | cut -c1-12)
+}
+build_cdk8s() {
+  local final="$CACHE/cdk8s-$2-$BUILD_KEY/rootfs"
+  (cd "$ROOT" && go run ./hack/images -rootfs cdk8s -out "$1/rootfs")
+  cat >"$1/cdk8s" <<'SCRIPT'
+#!/bin/sh
+# bin/cdk8s: the cmp-cdk8s image's cdk8s on this machine (hack/tools.sh).
+if [ "$(id -u)" = 0 ]; then ns=--mount; else ns="--mount --map-root-user"; fi
+# shellcheck disable=SC2086
+exec unshare $ns --propagation private /bin/sh -c 'mount -t overlay cdk8s -o "lowerdir=$0/usr:/usr" /usr && PATH=/usr/local/bin:/usr/bin:/bin exec /usr/local/bin/cdk8s "$@"' ROOTFS "$@"
+SCRIPT
+  sed -i "s|ROOTFS|$final|" "$1/cdk8s"
+  chmod +x "$1/cdk8s"
 }
 build_argocd_vault_plugin() {
   (cd "$ROOT/test/e2e/tools/argocd-vault-plugin" && go build -trimpath -ldflags "-s -w -X github.com/argoproj-labs/argocd-vault-plugin/version.Version=$2" -o "$1/argocd-vault-plugin" github.com/argoproj-labs/argocd-vault-plugin)
@@ -436,6 +459,7 @@ one() {
   jsonnet) cached jsonnet "$JSONNET_VERSION" build_jsonnet ;;
   argocd-vault-plugin) cached argocd-vault-plugin "$AVP_VERSION" build_argocd_vault_plugin ;;
   ytt) cached ytt "$YTT_VERSION" build_ytt ;;
+  cdk8s) BUILD_KEY=$(cdk8s_key) cached cdk8s "$CDK8S_CLI_VERSION" build_cdk8s rootfs ;;
   tk) cached tk "$TANKA_VERSION" build_tk ;;
   sops) cached sops "$SOPS_VERSION" build_sops ;;
   helmfile) cached helmfile "$HELMFILE_VERSION" build_helmfile ;;
@@ -460,7 +484,7 @@ one() {
 }
 
 if [ $# = 0 ]; then
-  set -- helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt tk age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
+  set -- helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt tk cdk8s age-keygen actionlint golangci-lint promtool protoc protoc-gen-go protoc-gen-go-grpc etcd \
     kube-apiserver kube-controller-manager kube-apiserver-1.32 kube-controller-manager-1.32 \
     argocd repoclient argocd-v2 repoclient-v2 redis-server chromium
 fi

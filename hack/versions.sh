@@ -93,3 +93,9 @@ KUSTOMIZE_VERSION=v5.8.2
 # Vault is BUSL-1.1: built for the tests only, never shipped.
 HELMFILE_VERSION=v1.8.0
 VAULT_VERSION=v1.19.5
+# cdk8s (deploy/plugins/cdk8s): cdk8s-cli from npm at this version, with the
+# libraries an app requires, pinned with their integrity by
+# deploy/plugins/cdk8s/tools/package-lock.json, on Node.js from Debian bookworm
+# (deploy/plugins/cdk8s/debian.lock, written by hack/debian-lock.sh).
+# hack/images' TestCdk8sPins keeps this equal to tools/package.json.
+CDK8S_CLI_VERSION=2.207.60

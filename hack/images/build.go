@@ -34,6 +34,9 @@ type imageSpec struct {
 	Plugins []string
 	// Tools are a plugin image's tools, one layer each, in this order.
 	Tools []toolSpec
+	// Rootfs is a runtime Go cannot build (Debian and npm packages), two
+	// layers after the tools.
+	Rootfs *rootfsSpec
 }
 
 // toolSpec is a tool built from the Go module proxy at the version
@@ -105,6 +108,9 @@ var specs = []imageSpec{
 		Tools: []toolSpec{{Name: "argocd-vault-plugin", Module: "test/e2e/tools/argocd-vault-plugin", Pkg: "github.com/argoproj-labs/argocd-vault-plugin",
 			VersionVar: "AVP_VERSION", Strip: true, VersionSymbol: "github.com/argoproj-labs/argocd-vault-plugin/version.Version", License: "Apache-2.0"},
 			helmTool, {Name: "kustomize", PkgVar: "KUSTOMIZE_PKG", VersionVar: "KUSTOMIZE_VERSION", License: "Apache-2.0"}}},
+	// cdk8s on Node.js from Debian and cdk8s-cli from npm (rootfs.go); the
+	// plugin server is the one Go binary.
+	{Name: "cmp-cdk8s", Cmd: "./cmd/cmp-server", Bin: "cmp-server", User: "999:999", Plugins: []string{"cdk8s"}, Rootfs: &cdk8sRootfs},
 }
 
 // buildInfo is what every image of one build shares.
@@ -120,6 +126,10 @@ type buildInfo struct {
 	// Pins are hack/versions.sh's NAME=value lines: the plugin tools'
 	// packages and versions.
 	Pins map[string]string
+	// RootfsPins are each rootfs's labelled pins (name → where from), and
+	// RootfsLicenses its npm packages' licences, keyed by rootfsSpec.Name.
+	RootfsPins     map[string]map[string]string
+	RootfsLicenses map[string][]string
 }
 
 // platforms are the image index's platforms, in order.
@@ -166,6 +176,13 @@ func buildImage(ctx context.Context, b buildInfo, spec imageSpec, p v1.Platform)
 		adds = append(adds, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: b.Epoch},
 			CreatedBy: "cmp-injector hack/images: " + built.How, Comment: t.Name}})
 	}
+	if spec.Rootfs != nil {
+		more, err := rootfsAddenda(ctx, b, *spec.Rootfs, p.Architecture)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, more...)
+	}
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img, adds...)
@@ -211,7 +228,7 @@ func (b buildInfo) labels(spec imageSpec) map[string]string {
 		"org.opencontainers.image.licenses":    "Apache-2.0",
 		"org.opencontainers.image.description": "cmp-injector: Argo CD Config Management Plugins as injected sidecars",
 	}
-	if len(spec.Tools) == 0 {
+	if len(spec.Tools) == 0 && spec.Rootfs == nil {
 		return l
 	}
 	licences := []string{"Apache-2.0"}
@@ -223,6 +240,18 @@ func (b buildInfo) labels(spec imageSpec) map[string]string {
 		pkg, version := b.pin(t)
 		tools = append(tools, fmt.Sprintf("%s %s built from %s", t.Name, version, pkg))
 		l[toolLabelPrefix+t.Name] = pkg + "@" + version
+	}
+	if r := spec.Rootfs; r != nil {
+		for name, pin := range b.RootfsPins[r.Name] {
+			l[toolLabelPrefix+name] = pin
+			tools = append(tools, name+" "+pin)
+		}
+		slices.Sort(tools)
+		for _, lic := range append(slices.Clone(r.DebianLicenses), b.RootfsLicenses[r.Name]...) {
+			if !slices.Contains(licences, lic) {
+				licences = append(licences, lic)
+			}
+		}
 	}
 	for _, p := range spec.Plugins {
 		dirs = append(dirs, "deploy/plugins/"+p)

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +34,15 @@ func main() {
 	registry := flag.String("registry", "ghcr.io/cmp-injector", "registry and namespace of the image names")
 	version := flag.String("version", "", "version the binaries report (default: git describe --tags --always --dirty)")
 	platform := flag.String("platform", "", "build only this platform (e.g. linux/amd64; default: every platform of the index)")
+	rootfs := flag.String("rootfs", "", "write only this plugin runtime's tree (e.g. cdk8s, for bin/) into --out, for this machine's architecture")
 	flag.Parse()
+	if *rootfs != "" {
+		if err := runRootfs(*rootfs, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *platform != "" {
 		if err := onlyPlatform(*platform); err != nil {
 			fmt.Fprintln(os.Stderr, "images:", err)
@@ -90,6 +99,14 @@ func newBuildInfo(registry, version string) (buildInfo, error) {
 	if b.Pins, err = readPins(root); err != nil {
 		return b, err
 	}
+	b.RootfsPins, b.RootfsLicenses = map[string]map[string]string{}, map[string][]string{}
+	for _, s := range specs {
+		if r := s.Rootfs; r != nil {
+			if b.RootfsPins[r.Name], b.RootfsLicenses[r.Name], err = readRootfsPins(root, *r); err != nil {
+				return b, err
+			}
+		}
+	}
 	if b.Version == "" {
 		if b.Version, err = gitOut(root, "describe", "--tags", "--always", "--dirty"); err != nil {
 			return b, err
@@ -132,4 +149,29 @@ func gitOut(dir string, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// runRootfs writes the named runtime's tree for this machine into out: the
+// same entries as the image's layers, so bin/'s tool is the image's.
+func runRootfs(name, out string) error {
+	for _, s := range specs {
+		if s.Rootfs == nil || s.Rootfs.Name != name {
+			continue
+		}
+		root, err := gitOut("", "rev-parse", "--show-toplevel")
+		if err != nil {
+			return err
+		}
+		work, err := os.MkdirTemp("", "cmprootfs")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+		debs, npm, _, err := rootfsLayers(context.Background(), buildInfo{Root: root, WorkDir: work}, *s.Rootfs, runtime.GOARCH)
+		if err != nil {
+			return err
+		}
+		return writeRootfs(out, append(debs, npm...))
+	}
+	return fmt.Errorf("--rootfs %q: no image has that runtime", name)
 }
