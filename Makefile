@@ -91,7 +91,7 @@ browser:
 ## (BUSL-1.1, built for the tests only, never shipped) as the helmfile plugin's secret
 ## store: E2E_VAULT=1 turns its tests on
 E2E_APISERVERS ?= kube-apiserver kube-apiserver-1.32
-E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt tk age-keygen redis-server argocd repoclient cmpbench argocd-v2 repoclient-v2 argocd-operator kwok \
+E2E_TOOLS := etcd helm kustomize jsonnet sops helmfile argocd-vault-plugin ytt tk cdk8s age-keygen redis-server argocd repoclient cmpbench argocd-v2 repoclient-v2 argocd-operator kwok \
 	$(E2E_APISERVERS) $(E2E_APISERVERS:kube-apiserver%=kube-controller-manager%)
 e2e:
 	hack/tools.sh $(E2E_TOOLS) vault

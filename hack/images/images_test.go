@@ -120,6 +120,10 @@ func TestImages(t *testing.T) {
 				for _, tool := range spec.Tools {
 					checkTool(t, b, tool, c.Labels, files)
 				}
+				if spec.Rootfs != nil {
+					checkRootfs(t, b, *spec.Rootfs, c.Labels, files)
+					renderInRootfs(t, img, *spec.Rootfs)
+				}
 			}
 		})
 	}

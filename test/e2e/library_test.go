@@ -127,7 +127,7 @@ func TestPluginLibrary(t *testing.T) {
 	}
 	sopstest.WriteApp(t, bin, filepath.Join(sopsTree, "sops"), key.Recipient, planted)
 
-	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm", "ytt", "tanka"}, sopsTree)
+	s := startLibrary(t, []string{"jsonnet", "sops", "kustomize", "kustomize-helm", "ytt", "tanka", "cdk8s"}, sopsTree)
 	setAgeKey(t, s.ns, key)
 	for i, rel := range s.rels {
 		t.Run("Argo CD "+rel.Version, func(t *testing.T) {
@@ -241,6 +241,7 @@ func TestPluginLibrary(t *testing.T) {
 				}
 				t.Logf("Argo CD says: %v", err)
 			})
+			t.Run("cdk8s: the TypeScript app found by cdk8s.yaml, its env from a parameter", func(t *testing.T) { renderCdk8s(t, s, rs) })
 			t.Run("neither the key nor the value in any process's log", func(t *testing.T) {
 				for _, p := range rs.Pod.Processes() {
 					sopstest.NotLeaked(t, "the log of "+p.Name, p.Output(), key, planted)
@@ -325,7 +326,7 @@ func isSidecarOf(name string, plugins []string) bool {
 }
 
 // libraryPlugins are the plugins TestPluginLibrary's repo-server asks for.
-var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm", "ytt", "tanka"}
+var libraryPlugins = []string{"jsonnet", "sops", "helm", "kustomize", "kustomize-helm", "ytt", "tanka", "cdk8s"}
 
 // renderChartsAndKustomizations renders the helm, kustomize and kustomize-helm
 // plugins' test apps through the repo-server rs: each named, and each found by
@@ -423,4 +424,37 @@ func setAgeKey(t *testing.T, ns string, key sopstest.Key) {
 	if err := env.cp.Client().Apply("/api/v1/namespaces/"+ns+"/secrets", "sops-age", secret); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// renderCdk8s renders the cdk8s test apps through the repo-server rs: cdk8s's
+// getting-started app in TypeScript (npx ts-node, no node_modules in the
+// repository) named with an env parameter and found by discovery
+// (cdk8s.yaml), and an app whose construct throws, whose error Argo CD
+// reports.
+func renderCdk8s(t *testing.T, s *libraryStack, rs *harness.RepoServer) {
+	t.Helper()
+	for _, c := range []struct {
+		plugin   *argoPlugin
+		replicas float64
+	}{
+		{&argoPlugin{Name: "cdk8s", Parameters: []argoParam{{Name: "env", Map: map[string]string{"REPLICAS": "3"}}}}, 3},
+		{&argoPlugin{}, 1},
+	} {
+		resp, err := s.generate(rs, "hello", "cdk8s/hello", c.plugin)
+		if err != nil {
+			t.Fatalf("plugin %+v: %v", c.plugin, err)
+		}
+		objs := objectsByName(t, resp.Manifests)
+		d, ok := objs["Deployment/hello-deployment-c86af7a3"]
+		spec, _ := d["spec"].(map[string]any)
+		if _, svc := objs["Service/hello"]; !ok || !svc || len(objs) != 2 || spec["replicas"] != c.replicas || resp.SourceType != "Plugin" {
+			t.Errorf("plugin %+v (empty: discovery by cdk8s.yaml): %s manifests %v, want the Deployment with %v replicas and Service/hello",
+				c.plugin, resp.SourceType, resp.Manifests, c.replicas)
+		}
+	}
+	_, err := s.generate(rs, "broken", "cdk8s/broken", &argoPlugin{Name: "cdk8s"})
+	if err == nil || !strings.Contains(err.Error(), "PodSpec must have at least 1 container") {
+		t.Fatalf("err %v, want cdk8s-plus's refusal", err)
+	}
+	t.Logf("Argo CD says: %v", err)
 }

@@ -150,7 +150,7 @@ func plannedArgo(pins map[string]string, res *Results, withSource bool) []string
 // suiteTools is what the end-to-end suite needs whatever the Kubernetes
 // release: the Makefile's E2E_TOOLS without the API servers and controller
 // managers (a test keeps the two lists equal).
-var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "argocd-vault-plugin", "ytt", "tk", "age-keygen", "redis-server",
+var suiteTools = []string{"etcd", "helm", "kustomize", "jsonnet", "sops", "helmfile", "argocd-vault-plugin", "ytt", "tk", "cdk8s", "age-keygen", "redis-server",
 	"argocd", "repoclient", "cmpbench", "argocd-v2", "repoclient-v2", "argocd-operator", "kwok"}
 
 // vaultEnv turns on the suite's Vault tests (make e2e sets it), which
