@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -76,6 +77,17 @@ func renderInRootfs(t *testing.T, img v1.Image, spec rootfsSpec) {
 	}
 	dir := t.TempDir()
 	if err := unpackImage(mutate.Extract(img), dir); err != nil {
+		t.Fatal(err)
+	}
+	// A runtime mounts /dev; Go's exec opens /dev/null for a command's unset
+	// stdin, so the chroot gets that one node.
+	if err := os.MkdirAll(filepath.Join(dir, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mknod(filepath.Join(dir, "dev", "null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "dev", "null"), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	app := filepath.Join(dir, "app")
