@@ -154,24 +154,27 @@ func gitOut(dir string, args ...string) (string, error) {
 // runRootfs writes the named runtime's tree for this machine into out: the
 // same entries as the image's layers, so bin/'s tool is the image's.
 func runRootfs(name, out string) error {
+	var spec *rootfsSpec
 	for _, s := range specs {
-		if s.Rootfs == nil || s.Rootfs.Name != name {
-			continue
+		if s.Rootfs != nil && s.Rootfs.Name == name {
+			spec = s.Rootfs
 		}
-		root, err := gitOut("", "rev-parse", "--show-toplevel")
-		if err != nil {
-			return err
-		}
-		work, err := os.MkdirTemp("", "cmprootfs")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(work)
-		debs, npm, _, err := rootfsLayers(context.Background(), buildInfo{Root: root, WorkDir: work}, *s.Rootfs, runtime.GOARCH)
-		if err != nil {
-			return err
-		}
-		return writeRootfs(out, append(debs, npm...))
 	}
-	return fmt.Errorf("--rootfs %q: no image has that runtime", name)
+	if spec == nil {
+		return fmt.Errorf("--rootfs %q: no image has that runtime", name)
+	}
+	root, err := gitOut("", "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "cmprootfs")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	debs, npm, _, err := rootfsLayers(context.Background(), buildInfo{Root: root, WorkDir: work}, *spec, runtime.GOARCH)
+	if err != nil {
+		return err
+	}
+	return writeRootfs(out, append(debs, npm...))
 }
