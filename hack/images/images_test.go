@@ -163,32 +163,11 @@ func untar(t *testing.T, file string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	dir := t.TempDir()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return dir
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, _ := io.ReadAll(tr)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := unpackImage(f, dir); err != nil {
+		t.Fatal(err)
 	}
+	return dir
 }
 
 // listFiles reads a flattened image filesystem: path → content.

@@ -108,7 +108,8 @@ func renderInRootfs(t *testing.T, img v1.Image, spec rootfsSpec) {
 	}
 }
 
-// unpackImage writes a flattened image filesystem into dir: directories,
+// unpackImage writes a tar (a flattened image filesystem, an OCI layout)
+// into dir: directories,
 // files with their modes and symbolic links, owned by the caller.
 func unpackImage(rc io.ReadCloser, dir string) error {
 	defer rc.Close()
