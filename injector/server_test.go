@@ -408,32 +408,40 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	open := func() string {
+	// metric is the value of the metrics line of series (name and labels).
+	metric := func(series string) string {
 		_, m := ts.get(t, ts.metricsURL+"/metrics")
 		for _, l := range strings.Split(m, "\n") {
-			if strings.HasPrefix(l, "cmp_injector_webhook_open_connections ") {
-				return l
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				return v
 			}
 		}
 		return ""
 	}
-	waitFor := func(want string) {
+	waitFor := func(series, want string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); open() != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); metric(series) != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("open connections: %q, want %q", open(), want)
+				t.Fatalf("%s is %q, want %s", series, metric(series), want)
 			}
 		}
 	}
-	waitFor("cmp_injector_webhook_open_connections 2")
-	reviewers[0].CloseIdleConnections()
-	// One of the waiting connections took the slot.
-	waitFor("cmp_injector_webhook_open_connections 2")
-	reviewers[1].CloseIdleConnections()
+	// Both slots are held by the reviewers' keep-alive connections, idle.
+	// Each of the three connections from the other address is admitted by
+	// evicting one: the first the reviewer idle the longest (which of the two
+	// depends on when the server saw each go idle, so the test counts, not
+	// names), each later one the one before it, still on probation. The cap
+	// holds.
+	waitFor(`cmp_injector_webhook_connections_dropped_total{reason="evicted_idle"}`, "1")
+	waitFor(`cmp_injector_webhook_connections_dropped_total{reason="evicted"}`, "2")
+	waitFor("cmp_injector_webhook_open_connections", "2")
+	for _, r := range reviewers {
+		r.CloseIdleConnections()
+	}
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor("cmp_injector_webhook_open_connections 0")
+	waitFor("cmp_injector_webhook_open_connections", "0")
 	// Still answering reviews.
 	if r := ts.review(t, podReview("u", "argocd", []byte(testPod), false)); !r.Allowed {
 		t.Errorf("review after the connection storm: %+v", r)
