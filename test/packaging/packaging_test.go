@@ -268,7 +268,7 @@ func TestSidecarProbeRBAC(t *testing.T) {
 // ready.
 func TestUnknownPluginFailsRender(t *testing.T) {
 	_, err := helmTemplate(t, "--set", "catalog.namespaces.argocd[0]=helmm")
-	want := `catalog: namespaces.argocd[0]: unknown plugin "helmm" (known: argocd-vault-plugin, helm, helmfile, jsonnet, kustomize, kustomize-helm, sops, tanka, trivial-cmp, ytt)`
+	want := `catalog: namespaces.argocd[0]: unknown plugin "helmm" (known: argocd-vault-plugin, cdk8s, helm, helmfile, jsonnet, kustomize, kustomize-helm, sops, tanka, trivial-cmp, ytt)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("render: %v, want %q", err, want)
 	}
