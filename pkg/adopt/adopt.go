@@ -167,10 +167,6 @@ const (
 	// CodeLibraryEntry: the plugin runs a tool the plugin library has an
 	// entry for (pkg/adopt/library.go); the note says what differs.
 	CodeLibraryEntry Code = "library_entry"
-	// CodeInjectorEnv: env the injector computes (the render cache, which
-	// variables hold Secret values), mapped back to the catalog field it comes
-	// from or dropped; a value that does not parse is lost.
-	CodeInjectorEnv Code = "injector_env"
 )
 
 // Finding is one thing adopt could not carry over as it was, or that the

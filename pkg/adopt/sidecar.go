@@ -110,7 +110,6 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 	for _, e := range c.EnvFrom {
 		p.EnvFrom = append(p.EnvFrom, *e.DeepCopy())
 	}
-	a.takeInjectorEnv(pc)
 	if !equality.Semantic.DeepEqual(c.Resources, corev1.ResourceRequirements{}) &&
 		(pc.ours == "" || a.defaults.Resources == nil || !equality.Semantic.DeepEqual(c.Resources, *a.defaults.Resources)) {
 		p.Resources = c.Resources.DeepCopy()

@@ -93,8 +93,3 @@ func secretInputs(pl *Plugin) []string {
 	}
 	return out
 }
-
-// InjectorEnv are the sidecar variables the injector computes from an entry
-// (renderCache, and which variables hold Secret values) rather than copies
-// from its env, which must not set them; adopt maps them back.
-var InjectorEnv = append(slices.Clone(renderCacheEnvNames), keys.EnvSecretEnv)
