@@ -167,6 +167,14 @@ const (
 	// CodeLibraryEntry: the plugin runs a tool the plugin library has an
 	// entry for (pkg/adopt/library.go); the note says what differs.
 	CodeLibraryEntry Code = "library_entry"
+	// CodeRenderCache: the sidecar's CMP_SERVER_RENDER_CACHE_* env, which
+	// the catalog takes as renderCache, could not become one (a value
+	// cmp-server refuses or adopt cannot read, a cache that was off), or, in
+	// a hand-written sidecar, did.
+	CodeRenderCache Code = "render_cache"
+	// CodeInjectorEnv: a hand-written sidecar set a variable the injector
+	// computes from the entry (the Secret rule), so it leaves the env.
+	CodeInjectorEnv Code = "injector_env"
 )
 
 // Finding is one thing adopt could not carry over as it was, or that the

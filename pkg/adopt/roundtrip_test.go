@@ -139,5 +139,6 @@ func assertEquivalent(t *testing.T, want, got *catalog.Catalog) {
 		check("configMap config", w.Config.ConfigMap, g.Config.ConfigMap)
 		check("fromImage", w.Config.FromImage, g.Config.FromImage)
 		check("serverPath", w.ServerPath, g.ServerPath)
+		check("renderCache", w.RenderCache, g.RenderCache)
 	}
 }

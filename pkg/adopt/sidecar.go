@@ -110,6 +110,7 @@ func (a *adopter) buildPlugin(pc *pluginCtx) bool {
 	for _, e := range c.EnvFrom {
 		p.EnvFrom = append(p.EnvFrom, *e.DeepCopy())
 	}
+	a.injectorEnv(pc)
 	if !equality.Semantic.DeepEqual(c.Resources, corev1.ResourceRequirements{}) &&
 		(pc.ours == "" || a.defaults.Resources == nil || !equality.Semantic.DeepEqual(c.Resources, *a.defaults.Resources)) {
 		p.Resources = c.Resources.DeepCopy()
@@ -189,8 +190,9 @@ func (a *adopter) homeMount(pc *pluginCtx, m corev1.VolumeMount) {
 	}
 	q := v.EmptyDir.SizeLimit.DeepCopy()
 	pc.p.Home = &catalog.Home{SizeLimit: &q}
+	home := catalog.HomeEnv()
 	pc.p.Env = slices.DeleteFunc(pc.p.Env, func(e corev1.EnvVar) bool {
-		return slices.Contains([]string{keys.EnvHome, keys.EnvXDGCacheHome, keys.EnvXDGConfigHome, keys.EnvXDGDataHome}, e.Name)
+		return slices.Contains(home, e.Name)
 	})
 }
 

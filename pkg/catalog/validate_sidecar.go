@@ -32,6 +32,20 @@ var reservedMountPaths = []string{"/tmp", keys.VarFilesMountPath, keys.PluginSoc
 // set them as well (the container would have two values, the last winning).
 var homeEnv = []string{keys.EnvHome, keys.EnvXDGCacheHome, keys.EnvXDGConfigHome, keys.EnvXDGDataHome}
 
+// HomeEnv returns homeEnv, for adopt, which takes them out of an entry that
+// gets its home back.
+func HomeEnv() []string { return slices.Clone(homeEnv) }
+
+// injectorEnv are the variables only the injector sets on a sidecar, from
+// its entry's renderCache and Secret references. The entry's env must not
+// set them (validateEnv and validateRenderCache refuse each with its own
+// reason).
+var injectorEnv = append(slices.Clone(renderCacheEnvNames), keys.EnvSecretEnv)
+
+// InjectorEnv returns injectorEnv, for adopt, which must not carry them from
+// an injected sidecar into an entry's env.
+func InjectorEnv() []string { return slices.Clone(injectorEnv) }
+
 func validateEnv(p *problems, field string, pl *Plugin) {
 	for i, e := range pl.Env {
 		f := fmt.Sprintf("%s.env[%d]", field, i)
