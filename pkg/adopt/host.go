@@ -47,6 +47,9 @@ var (
 	// cmpServerProgram is Argo CD's plugin server (a symlink to argocd
 	// that copyutil makes in var-files).
 	cmpServerProgram = "argocd-cmp-server"
+	// ourServerProgram is cmp-server, a drop-in for it: a hand-written
+	// sidecar may run it already.
+	ourServerProgram = "cmp-server"
 )
 
 // hostOf returns the host an object is, or nil.

@@ -206,6 +206,18 @@ func (a *adopter) checkCommand(pc *pluginCtx) {
 		a.f.add(Warning, CodeEntrypointAssumed, pc.id(), pc.name,
 			"container "+c.Name+" names no command, so its image's entrypoint ran; the injected sidecar runs cmp-server serve",
 			"check that the image's entrypoint did nothing but start argocd-cmp-server")
+	case program(*c) == ourServerProgram && (len(w) == 1 || w[1] == "serve"):
+		// Our plugin server, run as the injected sidecar runs it: from the
+		// image itself when its path is not the copy's, which the catalog
+		// says with serverPath (no copy init container for it).
+		if path.IsAbs(w[0]) && !strings.HasPrefix(w[0], keys.VarFilesMountPath+"/") {
+			pc.p.ServerPath = w[0]
+		}
+		if len(w) > 2 {
+			a.f.add(Warning, CodeArgsDropped, pc.id(), pc.name,
+				fmt.Sprintf("cmp-server serve's arguments %q are dropped", strings.Join(w[2:], " ")),
+				"cmp-server reads its flags from its environment as well (cmp-server serve --help names each variable): set them in plugins."+pc.name+".env")
+		}
 	case program(*c) != cmpServerProgram:
 		a.f.add(Essential, CodeCustomCommand, pc.id(), pc.name,
 			fmt.Sprintf("container %s runs %q, not argocd-cmp-server; the injected sidecar runs cmp-server serve, so whatever that command did before serving is lost", c.Name, strings.Join(w, " ")),
