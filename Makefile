@@ -72,8 +72,8 @@ unit:
 	PATH="$(BIN):$$PATH" go test -short -count=1 $$(go list $(GO_PACKAGES) | grep -v /test/e2e)
 
 ## unit-long: the tests -short skips (cmp-server's 90 s keepalive pair, the
-## image builds: every image for two architectures, each built twice to prove it
-## reproducible, 10-11 min warm and about 30 cold, hence the timeout)
+## image builds: every image for two architectures, and one of each kind again to prove
+## the builds reproducible, about 7 min warm and 30 cold, hence the timeout)
 unit-long:
 	PATH="$(BIN):$$PATH" go test -count=1 -timeout 60m -run 'Keepalive|GRPCPolicy|TestImages' ./cmpserver/ ./hack/images/
 

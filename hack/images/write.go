@@ -44,11 +44,16 @@ func (r built) String() string {
 
 // buildAll builds every image for every platform and writes them to out.
 func buildAll(ctx context.Context, b buildInfo, out string) ([]built, error) {
+	return buildSpecs(ctx, b, out, specs)
+}
+
+// buildSpecs builds the images of these specs for every platform into out.
+func buildSpecs(ctx context.Context, b buildInfo, out string, these []imageSpec) ([]built, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, err
 	}
 	var results []built
-	for _, spec := range specs {
+	for _, spec := range these {
 		ref, err := name.NewTag(b.Registry + "/" + spec.Name + ":" + b.Tag)
 		if err != nil {
 			return nil, err

@@ -42,6 +42,9 @@ func dirEntry(path string, perm int64, uid int) Entry {
 
 // Layer writes entries (and their parent directories) into a tar with one
 // timestamp and sorted names, so the same input always gives the same digest.
+// The gzip of it is kept once made: the digest, the docker-save tarball and
+// the OCI layout would each compress it again (cmp-cdk8s's runtime layer is
+// 200 MB).
 func Layer(entries []Entry, epoch time.Time) (v1.Layer, error) {
 	all := map[string]Entry{}
 	for _, e := range entries {
@@ -87,7 +90,7 @@ func Layer(entries []Entry, epoch time.Time) (v1.Layer, error) {
 	data := buf.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
 // groupOf is the entry's group: its GID, else its owner's.
