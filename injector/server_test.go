@@ -408,21 +408,13 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	// metric is the value of the metrics line of series (name and labels).
-	metric := func(series string) string {
-		_, m := ts.get(t, ts.metricsURL+"/metrics")
-		for _, l := range strings.Split(m, "\n") {
-			if v, ok := strings.CutPrefix(l, series+" "); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	waitFor := func(series, want string) {
+	// waitFor waits until the sum of metric's samples (with labels, as
+	// servingtest reads them) is want.
+	waitFor := func(want float64, metric string, labels ...string) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); metric(series) != want; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); ts.samples(t).Sum(metric, labels...) != want; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s is %q, want %s", series, metric(series), want)
+				t.Fatalf("%s %v is %v, want %v", metric, labels, ts.samples(t).Sum(metric, labels...), want)
 			}
 		}
 	}
@@ -432,16 +424,16 @@ func TestWebhookConnectionsAreCapped(t *testing.T) {
 	// depends on when the server saw each go idle, so the test counts, not
 	// names), each later one the one before it, still on probation. The cap
 	// holds.
-	waitFor(`cmp_injector_webhook_connections_dropped_total{reason="evicted_idle"}`, "1")
-	waitFor(`cmp_injector_webhook_connections_dropped_total{reason="evicted"}`, "2")
-	waitFor("cmp_injector_webhook_open_connections", "2")
+	waitFor(1, "cmp_injector_webhook_connections_dropped_total", "reason=evicted_idle")
+	waitFor(2, "cmp_injector_webhook_connections_dropped_total", "reason=evicted")
+	waitFor(2, "cmp_injector_webhook_open_connections")
 	for _, r := range reviewers {
 		r.CloseIdleConnections()
 	}
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor("cmp_injector_webhook_open_connections", "0")
+	waitFor(0, "cmp_injector_webhook_open_connections")
 	// Still answering reviews.
 	if r := ts.review(t, podReview("u", "argocd", []byte(testPod), false)); !r.Allowed {
 		t.Errorf("review after the connection storm: %+v", r)

@@ -59,11 +59,7 @@ func runCommand(ctx context.Context, args []string, stdio serving.IO) error {
 		}
 	}
 	// cdk8s synth --stdout prints YAML documents; the plugin server splits them.
-	stderr, err := toolrun.Stream(ctx, "cdk8s", r.argv, dir, append(os.Environ(), r.env...), stdio.Stdout, withoutStack)
-	if len(stderr) > 0 {
-		_, _ = stdio.Stderr.Write(stderr)
-	}
-	return err
+	return toolrun.StreamTo(ctx, stdio, "cdk8s", r.argv, dir, append(os.Environ(), r.env...), withoutStack)
 }
 
 // withoutStack is Node.js's failure without its stack frames (the "    at"

@@ -83,7 +83,14 @@ func StreamGenerate(ctx context.Context, fs *serving.FlagSet, cmdArgs []string, 
 	if err != nil {
 		return err
 	}
-	stderr, err := Stream(ctx, tool, argv, dir, os.Environ(), stdio.Stdout, func(msg string) string { return msg })
+	return StreamTo(ctx, stdio, tool, argv, dir, os.Environ(), func(msg string) string { return msg })
+}
+
+// StreamTo is Stream for a plugin command: the tool's stdout is the
+// command's, and its stderr follows on the command's stderr when it
+// succeeds (on a failure it is the error's text, worded by describe).
+func StreamTo(ctx context.Context, stdio serving.IO, tool string, argv []string, dir string, env []string, describe func(msg string) string) error {
+	stderr, err := Stream(ctx, tool, argv, dir, env, stdio.Stdout, describe)
 	if len(stderr) > 0 {
 		_, _ = stdio.Stderr.Write(stderr)
 	}

@@ -43,13 +43,15 @@ var cdk8sRootfs = rootfsSpec{
 // /bin/dash; the link is made by its maintainer script, never run here).
 func cdk8sScripts(bins map[string]string) []oci.Entry {
 	node := "/usr/bin/node"
-	cdk8s := fmt.Sprintf(`#!/bin/sh
-# cdk8s-cli on Debian's Node.js (cmp-injector's cmp-cdk8s image)
-export NODE_PATH="${NODE_PATH:-/%[1]s}"
+	// env is what both scripts set, so that `npx cdk8s` runs as cdk8s does.
+	env := fmt.Sprintf(`export NODE_PATH="${NODE_PATH:-/%s}"
 export CDK8S_CHECK_UPGRADE="${CDK8S_CHECK_UPGRADE:-false}"
 export TS_NODE_TRANSPILE_ONLY="${TS_NODE_TRANSPILE_ONLY:-true}"
-exec %[2]s /%[1]s/cdk8s-cli/bin/cdk8s "$@"
-`, cdk8sModules, node)
+`, cdk8sModules)
+	cdk8s := fmt.Sprintf(`#!/bin/sh
+# cdk8s-cli on Debian's Node.js (cmp-injector's cmp-cdk8s image)
+%[3]sexec %[2]s /%[1]s/cdk8s-cli/bin/cdk8s "$@"
+`, cdk8sModules, node, env)
 	names := make([]string, 0, len(bins))
 	for n := range bins {
 		names = append(names, n)
@@ -62,9 +64,7 @@ exec %[2]s /%[1]s/cdk8s-cli/bin/cdk8s "$@"
 	npx := fmt.Sprintf(`#!/bin/sh
 # npx for the packages this image holds under /%[1]s: it runs their
 # commands and never downloads one.
-export NODE_PATH="${NODE_PATH:-/%[1]s}"
-export TS_NODE_TRANSPILE_ONLY="${TS_NODE_TRANSPILE_ONLY:-true}"
-while [ $# -gt 0 ]; do
+%[4]swhile [ $# -gt 0 ]; do
   case "$1" in
   -y|--yes|--no|--no-install|--offline|--prefer-offline|-q|--quiet) shift ;;
   *) break ;;
@@ -73,7 +73,7 @@ done
 case "$1" in
 %[2]s*) echo "npx: \"$1\" is not a command of this image's packages (/%[1]s) and nothing is downloaded here: use one of %[3]s, or build an image with the package" >&2; exit 127 ;;
 esac
-`, cdk8sModules, cases.String(), strings.Join(names, ", "))
+`, cdk8sModules, cases.String(), strings.Join(names, ", "), env)
 	return []oci.Entry{
 		{Path: "usr/local/bin/cdk8s", Mode: 0o755, Data: []byte(cdk8s)},
 		{Path: "usr/local/bin/npx", Mode: 0o755, Data: []byte(npx)},
