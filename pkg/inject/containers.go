@@ -130,12 +130,9 @@ func socketsContainer(c *catalog.Catalog, entries []*catalog.Entry, uid int64, n
 	mounts := []corev1.VolumeMount{{Name: keys.PluginsVolume, MountPath: keys.PluginSocketDir}, noTokenMount()}
 	routes := []string{"--config-dir", keys.SocketsConfigDir}
 	for _, e := range entries {
-		if m, ok := configMount(e, keys.SocketsConfigDir+"/"+e.Name); ok {
-			mounts = append(mounts, m)
-			routes = append(routes, "--plugin", e.Name)
-		} else {
-			routes = append(routes, "--image-configured", e.Name)
-		}
+		words, m := socketRoute(e)
+		routes = append(routes, words...)
+		mounts = append(mounts, m...)
 	}
 	ctr := corev1.Container{
 		Name:                     keys.SocketsContainer,
@@ -153,6 +150,16 @@ func socketsContainer(c *catalog.Catalog, entries []*catalog.Entry, uid int64, n
 			"--termination-log", corev1.TerminationMessagePathDefault}, routes...)}})
 	}
 	return ctr
+}
+
+// socketRoute is what the sockets container gets for e: the flags that say
+// where e's socket name comes from, and the mount of e's config when the
+// catalog gives one.
+func socketRoute(e *catalog.Entry) ([]string, []corev1.VolumeMount) {
+	if m, ok := configMount(e, keys.SocketsConfigDir+"/"+e.Name); ok {
+		return []string{"--plugin", e.Name}, []corev1.VolumeMount{m}
+	}
+	return []string{"--image-configured", e.Name}, nil
 }
 
 // makeNative makes ctr a native sidecar held by its postStart gate.

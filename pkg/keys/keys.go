@@ -17,6 +17,11 @@ const (
 	// the API server names it in every denial, doctor finds the webhook by it.
 	WebhookName = "inject.cmp-injector.io"
 
+	// PolicyRevisionAnnotation is on each object of policy mode (pkg/policy):
+	// the catalog revision it was rendered from, which doctor compares with
+	// the catalog's.
+	PolicyRevisionAnnotation = "cmp-injector.io/catalog-revision"
+
 	// EnabledValue is the only value of the two opt-in labels that means yes.
 	EnabledValue = "true"
 )

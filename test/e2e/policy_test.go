@@ -1,0 +1,377 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
+	"github.com/cmp-injector/cmp-injector/pkg/keys"
+	"github.com/cmp-injector/cmp-injector/pkg/policy"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
+)
+
+// policyDifferences are the golden cases whose pod the policy admits
+// differently from the webhook, and why; docs/policy-mode.md lists each.
+// A case that differs and is not here fails, and so does one here that no
+// longer differs.
+var policyDifferences = map[string]string{}
+
+const policyAPI = "/apis/admissionregistration.k8s.io/v1"
+
+// servesPolicies reports whether the API server serves MutatingAdmission
+// Policy at admissionregistration.k8s.io/v1 (GA in 1.36).
+func servesPolicies(t *testing.T) bool {
+	t.Helper()
+	var list metav1.APIResourceList
+	if err := env.cp.Client().Get(policyAPI, &list); err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "mutatingadmissionpolicies" })
+}
+
+// policyCase is one golden case of injector/testdata/golden as a pod to
+// create.
+type policyCase struct {
+	name, namespace, catalog string
+	pod                      *corev1.Pod
+}
+
+// admission is what the API server did with a pod: stored it (dry run) or
+// refused it with our message.
+type admission struct {
+	pod    *corev1.Pod
+	denial string
+}
+
+func (a admission) kind() string {
+	switch {
+	case a.pod == nil:
+		return "denied"
+	case a.pod.Annotations[keys.StatusAnnotation] != "":
+		return "injected"
+	}
+	return "unchanged"
+}
+
+func (a admission) String() string {
+	if a.pod == nil {
+		return "denied: " + a.denial
+	}
+	b, _ := yaml.Marshal(stableStoredPod(a.pod))
+	// The service account admission plugin names the token volume at random.
+	return randomTokenVolume.ReplaceAllString(string(b), "kube-api-access-<random>")
+}
+
+var randomTokenVolume = regexp.MustCompile(`kube-api-access-[a-z0-9]{5}`)
+
+// TestPolicyMatchesWebhook admits every golden case of the webhook through
+// the chart's webhook and then through the policies rendered from the same
+// catalog, on this API server, and compares what it stores or refuses.
+func TestPolicyMatchesWebhook(t *testing.T) {
+	if !servesPolicies(t) {
+		t.Skipf("kube-apiserver %s does not serve MutatingAdmissionPolicy in %s (GA in 1.36)", env.k8sVer, policyAPI)
+	}
+	cases := policyCases(t)
+	byCatalog := map[string][]policyCase{}
+	for _, c := range cases {
+		byCatalog[c.catalog] = append(byCatalog[c.catalog], c)
+	}
+	namespaces := map[string]bool{}
+	for _, c := range cases {
+		namespaces[c.namespace] = true
+	}
+	for ns := range namespaces {
+		enableNamespace(t, ns)
+	}
+	differs := map[string]string{}
+	kinds := map[string]int{}
+	for i, file := range sortedKeys(byCatalog) {
+		group := byCatalog[file]
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cat, err := catalog.Load(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			canary := canaryPod(cat)
+			webhook := map[string]admission{}
+			t.Run("webhook", func(t *testing.T) {
+				startInjector(t, raw)
+				waitDenies(t, group[0].namespace, canary, "admission webhook")
+				for _, c := range group {
+					a := admit(t, c)
+					webhook[c.name] = a
+					kinds[a.kind()]++
+				}
+			})
+			if t.Failed() {
+				return
+			}
+			t.Run("policy", func(t *testing.T) {
+				// Each catalog's policies bind only pods with their own tag, so
+				// one the API server has not yet dropped cannot touch the next
+				// catalog's webhook phase.
+				tag := fmt.Sprint(i)
+				applyPolicy(t, cat, tag)
+				waitDenies(t, group[0].namespace, tagged(canary, tag), "ValidatingAdmissionPolicy")
+				for _, c := range group {
+					want := webhook[c.name]
+					c.pod = tagged(c.pod, tag)
+					var got admission
+					// The two policies reach the API server's cache on their own:
+					// a difference is looked at again for a few seconds.
+					for range 10 {
+						if got = untagged(admit(t, c)); got.String() == want.String() {
+							break
+						}
+						time.Sleep(500 * time.Millisecond)
+					}
+					if got.String() != want.String() {
+						differs[c.name] = fmt.Sprintf("webhook:\n%s\npolicy:\n%s", want, got)
+					}
+				}
+				t.Logf("%d cases of %s admitted alike by the webhook and the policy", len(group)-countIn(differs, group), filepath.Base(file))
+			})
+		})
+	}
+	for _, name := range sortedKeys(differs) {
+		if _, known := policyDifferences[name]; !known {
+			t.Errorf("case %s: the policy admits it differently from the webhook:\n%s", name, differs[name])
+		}
+	}
+	for _, name := range sortedKeys(policyDifferences) {
+		if _, ok := differs[name]; !ok {
+			t.Errorf("case %s is listed in policyDifferences but the policy now admits it as the webhook does: remove it (and from docs/policy-mode.md)", name)
+		}
+	}
+	t.Logf("%d golden cases (by the webhook: %d injected, %d denied, %d admitted unchanged), %d admitted alike in both modes, %d known differences",
+		len(cases), kinds["injected"], kinds["denied"], kinds["unchanged"], len(cases)-len(differs), len(policyDifferences))
+	if kinds["injected"] < 30 || kinds["denied"] < 10 {
+		t.Errorf("the golden cases no longer exercise both injection and denial: %v", kinds)
+	}
+}
+
+func countIn(m map[string]string, cases []policyCase) int {
+	n := 0
+	for _, c := range cases {
+		if _, ok := m[c.name]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// policyCases reads the webhook's golden cases: each input's pod (or pod
+// template), its namespace and its catalog.
+func policyCases(t *testing.T) []policyCase {
+	t.Helper()
+	dir := filepath.Join(env.repo, "injector", "testdata", "golden")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []policyCase
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if !ok || strings.Contains(name, ".") {
+			continue // a golden, catalog or review file
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal(b, &obj); err != nil {
+			t.Fatal(err)
+		}
+		api, _ := obj["apiVersion"].(string)
+		kind, _ := obj["kind"].(string)
+		path, ok := inject.TemplatePath(api, kind)
+		if !ok {
+			continue // not an object that carries a pod
+		}
+		podJSON, err := inject.PodJSON(obj, path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pod := &corev1.Pod{}
+		if err := json.Unmarshal(podJSON, pod); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ns := pod.Namespace
+		if meta, ok := obj["metadata"].(map[string]any); ok && ns == "" {
+			ns, _ = meta["namespace"].(string)
+		}
+		if ns == "" {
+			ns = "policy-no-namespace"
+		}
+		pod.Namespace, pod.Name, pod.GenerateName = "", "policy-"+name, ""
+		if len(pod.Name) > 63 {
+			pod.Name = pod.Name[:63]
+		}
+		cat := filepath.Join(dir, name+".catalog.yaml")
+		if _, err := os.Stat(cat); err != nil {
+			cat = filepath.Join(env.repo, "injector", "testdata", "catalog.yaml")
+		}
+		out = append(out, policyCase{name: name, namespace: ns, catalog: cat, pod: pod})
+	}
+	if len(out) < 50 {
+		t.Fatalf("only %d golden cases found in %s", len(out), dir)
+	}
+	return out
+}
+
+// enableNamespace makes ns exist with the enabled label, whether or not an
+// earlier test made it.
+func enableNamespace(t *testing.T, ns string) {
+	t.Helper()
+	c := env.cp.Client()
+	labels := map[string]string{keys.NamespaceEnabledLabel: keys.EnabledValue}
+	if err := c.CreateNamespace(ns, labels); err != nil {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if err := c.MergePatch("/api/v1/namespaces/"+ns, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.WaitServiceAccount(ns, "default", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// admit creates c's pod as a server-side dry run.
+func admit(t *testing.T, c policyCase) admission {
+	t.Helper()
+	got, err := env.cp.Client().CreatePod(c.namespace, c.pod.DeepCopy(), true)
+	if err == nil {
+		return admission{pod: got}
+	}
+	var apiErr *harness.APIError
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	msg := apiErr.Message
+	if i := strings.Index(msg, "cmp-injector denied pod: "); i >= 0 {
+		return admission{denial: msg[i:]}
+	}
+	return admission{denial: "(not ours) " + msg}
+}
+
+// canaryPod is a repo-server pod asking for a plugin no catalog has: the
+// webhook and the policy each refuse it, naming themselves.
+func canaryPod(cat *catalog.Catalog) *corev1.Pod {
+	ctr := corev1.Container{Name: "canary", Image: "quay.io/argoproj/argocd:v3.6.1", Args: []string{"/usr/local/bin/argocd-repo-server"}}
+	if len(cat.Defaults.RepoServerNames) > 0 {
+		ctr.Name = cat.Defaults.RepoServerNames[0]
+	} else if len(cat.Defaults.RepoServerPrograms) > 0 {
+		ctr.Args = []string{cat.Defaults.RepoServerPrograms[0]}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "policy-canary", Labels: map[string]string{keys.InjectLabel: keys.EnabledValue},
+			Annotations: map[string]string{keys.PluginsAnnotation: "no-such-plugin-anywhere"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{ctr}},
+	}
+}
+
+// waitDenies waits until creating canary in ns is refused by who (the
+// webhook or the policy): the API server learns of both through informers.
+func waitDenies(t *testing.T, ns string, canary *corev1.Pod, who string) {
+	t.Helper()
+	c := env.cp.Client()
+	err := harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		_, err := c.CreatePod(ns, canary.DeepCopy(), true)
+		if err == nil {
+			return false, errors.New("the canary was admitted")
+		}
+		return strings.Contains(err.Error(), who) && strings.Contains(err.Error(), "no-such-plugin-anywhere"), err
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s to refuse the canary: %v", who, err)
+	}
+}
+
+// policyTagLabel tags the pods one catalog's policies are bound to.
+const policyTagLabel = "e2e.cmp-injector.io/policy"
+
+func tagged(pod *corev1.Pod, tag string) *corev1.Pod {
+	p := pod.DeepCopy()
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[policyTagLabel] = tag
+	return p
+}
+
+func untagged(a admission) admission {
+	if a.pod != nil {
+		delete(a.pod.Labels, policyTagLabel)
+		if len(a.pod.Labels) == 0 {
+			a.pod.Labels = nil
+		}
+	}
+	return a
+}
+
+// applyPolicy installs the policy set rendered from cat, bound to pods
+// tagged tag, and removes it when the test ends.
+func applyPolicy(t *testing.T, cat *catalog.Catalog, tag string) {
+	t.Helper()
+	c := env.cp.Client()
+	set := policy.Render(cat, policy.Options{Name: "cmp-injector-e2e-" + tag})
+	only := metav1.LabelSelectorRequirement{Key: policyTagLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{tag}}
+	for _, m := range []*metav1.LabelSelector{set.MutatingBinding.Spec.MatchResources.ObjectSelector, set.ValidatingBinding.Spec.MatchResources.ObjectSelector} {
+		m.MatchExpressions = append(m.MatchExpressions, only)
+	}
+	for _, o := range set.Objects() {
+		collection, name := policyPath(o)
+		obj := map[string]any{}
+		b, _ := json.Marshal(o)
+		_ = json.Unmarshal(b, &obj)
+		if err := c.Apply(collection, name, obj); err != nil {
+			t.Fatalf("apply %s: %v", collection, err)
+		}
+		t.Cleanup(func() { _ = c.Delete(collection + "/" + name) })
+	}
+}
+
+// policyPath is where o lives in the API.
+func policyPath(o runtime.Object) (collection, name string) {
+	b, _ := json.Marshal(o)
+	var meta struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(b, &meta)
+	plural := strings.ToLower(meta.Kind) + "s"
+	if p, ok := strings.CutSuffix(plural, "ys"); ok {
+		plural = p + "ies"
+	}
+	return policyAPI + "/" + plural, meta.Metadata.Name
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
