@@ -31,6 +31,7 @@ var program = serving.Program{
 		{Name: "explain", Summary: "say whether each pod or workload would be injected, denied or skipped, and why; exit 1 when one is denied", Run: explainCmd},
 		{Name: "adopt", Summary: "turn hand-written CMP sidecars (a repo-server workload, argo-helm's render, an ArgoCD resource, argocd-cm plugins) into catalog.yaml and an opted-in workload.yaml, with a report of what could not be carried over; exit 1 when something essential is lost", Run: adoptCmd},
 		{Name: "doctor", Summary: "check an installation through the API, like linkerd check: webhook, certificate, catalog, namespaces, every opted-in pod (current or stale); exit 1 when a check fails", Run: doctorCmd},
+		{Name: "policy", Summary: "write the catalog as a MutatingAdmissionPolicy and a ValidatingAdmissionPolicy (Kubernetes 1.36+), which the API server evaluates itself: injection without the webhook; --apply sends them, --watch keeps them equal to the catalog", Run: policyCmd},
 		{Name: "certs", Summary: "issue a CA and a serving certificate for the webhook Service", Run: issue},
 		serving.VersionCommand("cmp-injector", version.Version),
 	},

@@ -39,9 +39,18 @@ type Set struct {
 	ValidatingBinding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
-// Objects lists the set in the order to apply it: a binding after its policy.
+// Objects lists the set in the order to apply it, a binding after its
+// policy; a binding set to nil (the chart renders its own) is left out.
 func (s *Set) Objects() []runtime.Object {
-	return []runtime.Object{s.Validating, s.ValidatingBinding, s.Mutating, s.MutatingBinding}
+	out := []runtime.Object{s.Validating}
+	if s.ValidatingBinding != nil {
+		out = append(out, s.ValidatingBinding)
+	}
+	out = append(out, s.Mutating)
+	if s.MutatingBinding != nil {
+		out = append(out, s.MutatingBinding)
+	}
+	return out
 }
 
 // YAML is the set as one multi-document YAML stream.
