@@ -31,6 +31,7 @@ func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
 	apply := fs.Bool("apply", false, "send the objects to the API server (server-side apply, field manager "+policyFieldManager+") instead of printing them")
 	watch := fs.Bool("watch", false, "with --apply: keep running, and apply again whenever the catalog file changes; a catalog that does not load is reported and the policies in place are kept")
 	poll := fs.Duration("poll-interval", 5*time.Second, "with --watch: how often the catalog file is checked for changes")
+	resync := fs.Duration("resync", time.Minute, "with --watch: apply again this often even when the catalog is unchanged, so a policy deleted or edited by hand is restored")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --apply (default: the pod's service account)")
 	fs.Notes("Policy mode needs Kubernetes 1.36 or later (MutatingAdmissionPolicy in admissionregistration.k8s.io/v1),\n" +
 		"or 1.34-1.35 with the v1beta1 API and its feature gate on. See docs/policy-mode.md for what it does not do.")
@@ -43,8 +44,8 @@ func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
 	if *watch && !*apply {
 		return fs.Errorf("--watch needs --apply: it keeps the cluster's policies equal to the catalog")
 	}
-	if *poll <= 0 {
-		return fs.Errorf("--poll-interval must be positive, got %s", *poll)
+	if *poll <= 0 || *resync <= 0 {
+		return fs.Errorf("--poll-interval and --resync must be positive, got %s and %s", *poll, *resync)
 	}
 	opts := policy.Options{Name: *name}
 	if !*apply {
@@ -69,7 +70,7 @@ func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
 	}
 	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
-	return a.watch(ctx, *catFile, *poll)
+	return a.watch(ctx, *catFile, *poll, *resync)
 }
 
 func loadForPolicy(file string, stdio serving.IO) (*catalog.Catalog, error) {
@@ -162,11 +163,13 @@ func policyHint(err error) string {
 	return ""
 }
 
-// watch applies the catalog now and whenever its file changes, until ctx
-// ends. A catalog that does not load, or an apply that fails, is reported
-// and tried again at the next change or poll; the policies in place stay.
-func (a *policyApplier) watch(ctx context.Context, file string, poll time.Duration) error {
+// watch applies the catalog now, whenever its file changes and every
+// resync, until ctx ends. A catalog that does not load, or an apply that
+// fails, is reported and tried again at the next change or poll; the
+// policies in place stay.
+func (a *policyApplier) watch(ctx context.Context, file string, poll, resync time.Duration) error {
 	var applied []byte
+	var last time.Time
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
@@ -174,18 +177,19 @@ func (a *policyApplier) watch(ctx context.Context, file string, poll time.Durati
 		switch {
 		case err != nil:
 			fmt.Fprintf(a.stdio.Stderr, "error: catalog %s: %v (the policies in place are kept)\n", file, err)
-		case !bytes.Equal(data, applied):
+		case !bytes.Equal(data, applied) || time.Since(last) >= resync:
 			cat, err := catalog.Parse(data)
 			if err != nil {
 				fmt.Fprintf(a.stdio.Stderr, "error: catalog %s: %v (the policies in place are kept)\n", file, err)
-				applied = data // reported once; a fixed file is a new change
+				// Reported once per change and resync: a fixed file is a new change.
+				applied, last = data, time.Now()
 				break
 			}
 			if err := a.apply(ctx, cat); err != nil {
 				fmt.Fprintf(a.stdio.Stderr, "error: %v (tried again in %s)\n", err, poll)
 				break
 			}
-			applied = data
+			applied, last = data, time.Now()
 		}
 		select {
 		case <-ctx.Done():

@@ -52,7 +52,3 @@ func SharedVolumePart(name string) corev1.Volume { return emptyDir(name) }
 func AskPassParts() (corev1.Volume, corev1.VolumeMount, corev1.EnvVar) {
 	return askPassVolume(), askPassMount(), askPassEnv()
 }
-
-// WantsGitCredentials reports whether any of entries asks for the
-// repo-server's git credentials (the askpass parts then go in).
-func WantsGitCredentials(entries []*catalog.Entry) bool { return wantsGitCredentials(entries) }

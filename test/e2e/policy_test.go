@@ -375,3 +375,144 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestPolicyModeChart installs the chart with mode=policy by helm, runs its
+// Deployment's pod as the kubelet would (cmp-injector policy --apply --watch,
+// with the chart's RBAC through its service account token), and shows that
+// the API server injects and refuses repo-server pods by itself: with that
+// pod stopped and the Deployment scaled to zero, and only a catalog change
+// waiting for it to come back.
+func TestPolicyModeChart(t *testing.T) {
+	if !servesPolicies(t) {
+		t.Skipf("kube-apiserver %s does not serve MutatingAdmissionPolicy in %s (GA in 1.36)", env.k8sVer, policyAPI)
+	}
+	c := env.cp.Client()
+	const ns, release = "cmp-injector-policy", "cmp-injector-policy"
+	dir := filepath.Join(env.root, "policy-chart")
+	helm, err := env.cp.NewHelm(filepath.Join(dir, "helm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(env.repo, "charts", "cmp-injector")
+	out, err := helm.Run("install", release, chart, "-n", ns, "--create-namespace",
+		"--set", "mode=policy", "--set", "replicaCount=1", "--set", "catalog.revision=policy-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("helm install --set mode=policy:\n%s", harness.FirstLines(out, 4))
+	t.Cleanup(func() {
+		_, _ = helm.Run("uninstall", release, "-n", ns)
+		// The policies are the injector's (server-side apply), not helm's;
+		// without the chart's bindings they match nothing.
+		_ = c.Delete(policyAPI + "/mutatingadmissionpolicies/" + release)
+		_ = c.Delete(policyAPI + "/validatingadmissionpolicies/" + release)
+	})
+	for _, p := range []string{policyAPI + "/mutatingadmissionpolicybindings/" + release, policyAPI + "/validatingadmissionpolicybindings/" + release} {
+		if err := c.Get(p, nil); err != nil {
+			t.Errorf("helm install did not create %s: %v", p, err)
+		}
+	}
+	var apiErr *harness.APIError
+	if err := c.Get(harness.WebhookConfigurations+"/"+release, nil); !errors.As(err, &apiErr) || apiErr.Code != 404 {
+		t.Errorf("policy mode installed a MutatingWebhookConfiguration (get: %v)", err)
+	}
+
+	appNS := "argocd"
+	enableNamespace(t, appNS)
+	repoServer := func(name, plugins string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{keys.InjectLabel: keys.EnabledValue},
+				Annotations: map[string]string{keys.PluginsAnnotation: plugins}},
+			Spec: corev1.PodSpec{AutomountServiceAccountToken: new(bool), Containers: []corev1.Container{{
+				Name: "argocd-repo-server", Image: "quay.io/argoproj/argocd:v3.6.1", Args: []string{"/usr/local/bin/argocd-repo-server"}}}},
+		}
+	}
+	injectedAt := func(revision string) {
+		t.Helper()
+		err := harness.Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+			got, err := c.CreatePod(appNS, repoServer("policy-probe", "helm, kustomize"), true)
+			if err != nil {
+				return false, err
+			}
+			st := got.Annotations[keys.StatusAnnotation]
+			return strings.Contains(st, `"revision":"`+revision+`"`), fmt.Errorf("status %q", st)
+		})
+		if err != nil {
+			t.Fatalf("a repo-server pod is not injected at catalog revision %s: %v", revision, err)
+		}
+	}
+	boot := func() *harness.BootedPod {
+		t.Helper()
+		pod := bootable(t, ns, release)
+		kubeconfig := filepath.Join(dir, "serviceaccount.kubeconfig")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitServiceAccount(ns, pod.Spec.ServiceAccountName, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ServiceAccountKubeconfig(ns, pod.Spec.ServiceAccountName, kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		booted, err := harness.BootPod(pod, harness.BootOptions{
+			Root: filepath.Join(dir, "pod"), Run: func(string) bool { return true },
+			Entrypoints: map[string][]string{harness.InjectorImage: {env.bins["cmp-injector"]}},
+			Objects:     c, LogTo: env.logFile,
+			Rewrite: func(_ corev1.Container, argv []string) []string {
+				return append(argv, "--kubeconfig="+kubeconfig, "--poll-interval=200ms")
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return booted
+	}
+
+	// 1. The Deployment's pod writes the policies; the API server injects.
+	booted := boot()
+	injectedAt("policy-1")
+	got, err := c.CreatePod(appNS, repoServer("policy-denied", "helm, nope"), true)
+	if err == nil || !strings.Contains(err.Error(), `cmp-injector denied pod: plugin "nope" is not in the catalog`) {
+		t.Errorf("a pod asking for an unknown plugin: got %v, %v; want the catalog's denial", got != nil, err)
+	}
+
+	// 2. The injector is down: its pod stopped, the Deployment at zero.
+	booted.Stop()
+	if _, err := c.PatchDeployment(ns, release, []byte(`{"spec":{"replicas":0}}`), false); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := c.CreatePod(appNS, repoServer("policy-stored", "helm"), false)
+	if err != nil {
+		t.Fatalf("with the injector scaled to zero: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Delete("/api/v1/namespaces/" + appNS + "/pods/policy-stored") })
+	inits, _ := containerNames(stored)
+	if !slices.Contains(inits, "cmp-helm") || stored.Annotations[keys.StatusAnnotation] == "" {
+		t.Errorf("with the injector scaled to zero the stored pod is not injected: init containers %v", inits)
+	}
+
+	// 3. A catalog change waits for the injector, and then takes effect.
+	if _, err := helm.Run("upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "catalog.revision=policy-2", "--set", "replicaCount=1"); err != nil {
+		t.Fatal(err)
+	}
+	injectedAt("policy-1")
+	booted = boot()
+	defer booted.Stop()
+	injectedAt("policy-2")
+}
+
+// bootable is the pod Deployment ns/name would create.
+func bootable(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var dep struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	if err := env.cp.Client().Get(harness.DeploymentPath(ns, name), &dep); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
+	pod.Namespace, pod.Name = ns, name+"-booted"
+	return pod
+}

@@ -185,3 +185,35 @@ so that a user's map replaces it instead of being merged with it.
 {{- toYaml (dict "argocd" (list "helm" "kustomize")) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The admission mode: webhook or policy, checked. Policy mode needs the
+admissionregistration.k8s.io/v1 MutatingAdmissionPolicy API (Kubernetes 1.36+).
+*/}}
+{{- define "cmp-injector.mode" -}}
+{{- $mode := default "webhook" .Values.mode }}
+{{- if not (has $mode (list "webhook" "policy")) }}
+{{- fail (printf "mode must be webhook or policy, got %q" $mode) }}
+{{- end }}
+{{- if and (eq $mode "policy") (semverCompare "<1.36.0-0" (include "cmp-injector.kubeVersion" .)) }}
+{{- fail (printf "mode policy needs Kubernetes 1.36 or later (MutatingAdmissionPolicy in admissionregistration.k8s.io/v1); this render targets %s: keep mode webhook, or set kubeVersion if the cluster is newer" (include "cmp-injector.kubeVersion" .)) }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/* The bindings' selectors in policy mode: the webhook's. */}}
+{{- define "cmp-injector.policyMatchResources" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: cmp-injector.io/enabled
+      operator: In
+      values: ["true"]
+    {{- with .Values.webhook.namespaceSelectorExtraExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+objectSelector:
+  matchExpressions:
+    - key: cmp-injector.io/inject
+      operator: In
+      values: ["true"]
+{{- end }}
