@@ -28,7 +28,11 @@ import (
 // differently from the webhook, and why; docs/policy-mode.md lists each.
 // A case that differs and is not here fails, and so does one here that no
 // longer differs.
-var policyDifferences = map[string]string{}
+var policyDifferences = map[string]string{
+	"many-unknown-plugins":    "the webhook lists 10 problems of one reason and counts the rest; the policy lists every problem",
+	"program-word-with-space": "the policy reads a container's program from its words joined by spaces: one word holding a space is read as two",
+	"status-set-at-create":    "a pod created with the status annotation: the webhook checks it against the catalog, the policy adds nothing and admits it",
+}
 
 const policyAPI = "/apis/admissionregistration.k8s.io/v1"
 
@@ -152,16 +156,18 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 		})
 	}
 	for _, name := range sortedKeys(differs) {
-		if _, known := policyDifferences[name]; !known {
-			t.Errorf("case %s: the policy admits it differently from the webhook:\n%s", name, differs[name])
+		if why, known := policyDifferences[name]; known {
+			t.Logf("known difference, case %s (%s):\n%s", name, why, differs[name])
+			continue
 		}
+		t.Errorf("case %s: the policy admits it differently from the webhook:\n%s", name, differs[name])
 	}
 	for _, name := range sortedKeys(policyDifferences) {
 		if _, ok := differs[name]; !ok {
 			t.Errorf("case %s is listed in policyDifferences but the policy now admits it as the webhook does: remove it (and from docs/policy-mode.md)", name)
 		}
 	}
-	t.Logf("%d golden cases (by the webhook: %d injected, %d denied, %d admitted unchanged), %d admitted alike in both modes, %d known differences",
+	t.Logf("%d cases (by the webhook: %d injected, %d denied, %d admitted unchanged), %d admitted alike in both modes, %d known differences",
 		len(cases), kinds["injected"], kinds["denied"], kinds["unchanged"], len(cases)-len(differs), len(policyDifferences))
 	if kinds["injected"] < 30 || kinds["denied"] < 10 {
 		t.Errorf("the golden cases no longer exercise both injection and denial: %v", kinds)
@@ -178,11 +184,20 @@ func countIn(m map[string]string, cases []policyCase) int {
 	return n
 }
 
-// policyCases reads the webhook's golden cases: each input's pod (or pod
-// template), its namespace and its catalog.
+// policyCases reads the webhook's golden cases, each input's pod (or pod
+// template), its namespace and its catalog, and the cases of
+// testdata/policy, which aim at what the policy computes differently.
 func policyCases(t *testing.T) []policyCase {
 	t.Helper()
-	dir := filepath.Join(env.repo, "injector", "testdata", "golden")
+	golden := readPolicyCases(t, filepath.Join(env.repo, "injector", "testdata", "golden"))
+	if len(golden) < 50 {
+		t.Fatalf("only %d golden cases found", len(golden))
+	}
+	return append(golden, readPolicyCases(t, filepath.Join("testdata", "policy"))...)
+}
+
+func readPolicyCases(t *testing.T, dir string) []policyCase {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -231,9 +246,6 @@ func policyCases(t *testing.T) []policyCase {
 			cat = filepath.Join(env.repo, "injector", "testdata", "catalog.yaml")
 		}
 		out = append(out, policyCase{name: name, namespace: ns, catalog: cat, pod: pod})
-	}
-	if len(out) < 50 {
-		t.Fatalf("only %d golden cases found in %s", len(out), dir)
 	}
 	return out
 }
