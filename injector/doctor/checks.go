@@ -85,6 +85,10 @@ var (
 	checkSidecarRestarts = Check{ID: "pods.sidecar-restarts", Severity: Warning}
 
 	// reconciler
+	checkAdmissionMode  = Check{ID: "admission.mode", Severity: Error}
+	checkPolicyBindings = Check{ID: "policy.bindings", Severity: Error}
+	checkPolicyCurrent  = Check{ID: "policy.current", Severity: Error, Retryable: true}
+
 	checkReconcilerLease = Check{ID: "reconciler.lease", Severity: Error, Retryable: true,
 		Hint: "the injector's logs in the install namespace say why"}
 )
@@ -92,11 +96,12 @@ var (
 // Checks lists every check doctor makes, in order.
 func Checks() []Check {
 	return []Check{
-		checkAPIReachable,
+		checkAPIReachable, checkAdmissionMode,
 		checkWebhookListable, checkWebhookConfigured, checkWebhookCABundle, checkWebhookService, checkWebhookEndpoints,
 		checkWebhookURL, checkWebhookReachable, checkWebhookReady,
 		checkCertSource, checkCertSecret, checkCertBundle, checkCertVerify, checkCertExpiry,
 		checkCatalogSource, checkCatalogValid, checkCatalogSidecarKind,
+		checkPolicyBindings, checkPolicyCurrent,
 		checkNamespacesListable, checkNamespacesEnabled, checkCatalogNamespaces,
 		checkPodsListable, checkPodsSkipped, checkPodRepoServer, checkPodInjected, checkPodStatus, checkPodCurrent,
 		checkPodConfigLive, checkPodConfigOwned, checkSidecarRestarts,

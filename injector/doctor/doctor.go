@@ -93,6 +93,10 @@ type doctor struct {
 	webhooks []webhookRef
 	// webhooksErr is why the webhook configurations could not be listed.
 	webhooksErr error
+	// policies are ours (policy mode); policiesErr why they could not be
+	// listed.
+	policies    []*admissionv1.MutatingAdmissionPolicy
+	policiesErr error
 	// selector picks the injector's pods, as its Service does: the hints
 	// name it for kubectl.
 	selector labels.Selector
@@ -118,9 +122,14 @@ func (d *doctor) run(ctx context.Context) {
 	g.pass(checkAPIReachable, fmt.Sprintf("API server %s, Kubernetes %s", d.host, v.GitVersion))
 	d.minor = kubeMinor(v.GitVersion)
 	d.findWebhooks(ctx)
+	d.findPolicies(ctx)
 	d.findInjector(ctx)
-	d.checkWebhooks(ctx)
+	d.checkMode()
+	if !d.policyMode() {
+		d.checkWebhooks(ctx)
+	}
 	d.checkCatalog(ctx)
+	d.checkPolicies(ctx)
 	d.checkNamespaces(ctx)
 	d.checkPods(ctx)
 	d.checkReconciler(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -503,14 +504,29 @@ func TestPolicyModeChart(t *testing.T) {
 		t.Errorf("with the injector scaled to zero the stored pod is not injected: init containers %v", inits)
 	}
 
+	// doctor reads the mode off the cluster, and the policies as complete
+	// for the catalog.
+	doctor := func(want ...string) {
+		t.Helper()
+		out, err := exec.Command(env.bins["cmp-injector"], "doctor", "--kubeconfig", env.cp.Kubeconfig, "--namespace", ns).CombinedOutput()
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("doctor (%v) does not say %q:\n%s", err, w, out)
+			}
+		}
+	}
+	doctor("policy mode: the API server injects with MutatingAdmissionPolicy "+release, release+" is complete for the catalog (revision policy-1")
+
 	// 3. A catalog change waits for the injector, and then takes effect.
 	if _, err := helm.Run("upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "catalog.revision=policy-2", "--set", "replicaCount=1"); err != nil {
 		t.Fatal(err)
 	}
 	injectedAt("policy-1")
+	doctor(release + " was rendered from catalog revision policy-1; the catalog is at policy-2")
 	booted = boot()
 	defer booted.Stop()
 	injectedAt("policy-2")
+	doctor(release + " is complete for the catalog (revision policy-2")
 }
 
 // bootable is the pod Deployment ns/name would create.
