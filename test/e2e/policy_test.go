@@ -104,6 +104,10 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 	}
 	differs := map[string]string{}
 	kinds := map[string]int{}
+	// Time spent in admission per mode (dry-run creates of the same pods),
+	// reported, never asserted.
+	var spent [2]time.Duration
+	var admitted [2]int
 	for i, file := range sortedKeys(byCatalog) {
 		group := byCatalog[file]
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
@@ -121,7 +125,10 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 				startInjector(t, raw)
 				waitDenies(t, group[0].namespace, canary, "admission webhook")
 				for _, c := range group {
+					start := time.Now()
 					a := admit(t, c)
+					spent[0] += time.Since(start)
+					admitted[0]++
 					webhook[c.name] = a
 					kinds[a.kind()]++
 				}
@@ -142,8 +149,14 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 					var got admission
 					// The two policies reach the API server's cache on their own:
 					// a difference is looked at again for a few seconds.
-					for range 10 {
-						if got = untagged(admit(t, c)); got.String() == want.String() {
+					for try := range 10 {
+						start := time.Now()
+						got = untagged(admit(t, c))
+						if try == 0 {
+							spent[1] += time.Since(start)
+							admitted[1]++
+						}
+						if got.String() == want.String() {
 							break
 						}
 						time.Sleep(500 * time.Millisecond)
@@ -170,6 +183,10 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 	}
 	t.Logf("%d cases (by the webhook: %d injected, %d denied, %d admitted unchanged), %d admitted alike in both modes, %d known differences",
 		len(cases), kinds["injected"], kinds["denied"], kinds["unchanged"], len(cases)-len(differs), len(policyDifferences))
+	if admitted[0] > 0 && admitted[1] > 0 {
+		t.Logf("dry-run create, mean over %d pods: %s through the webhook, %s through the policies",
+			admitted[0], (spent[0] / time.Duration(admitted[0])).Round(10*time.Microsecond), (spent[1] / time.Duration(admitted[1])).Round(10*time.Microsecond))
+	}
 	if kinds["injected"] < 30 || kinds["denied"] < 10 {
 		t.Errorf("the golden cases no longer exercise both injection and denial: %v", kinds)
 	}
