@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -48,7 +49,7 @@ func (l *literal) write(v any, typ, path string) string {
 	switch x := v.(type) {
 	case map[string]any:
 		var parts []string
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			parts = append(parts, l.member(k, x[k], typ, path))
 		}
 		return typ + "{" + strings.Join(parts, ", ") + "}"
@@ -110,8 +111,8 @@ func (l *literal) writePair(a, b any, typ, path string) string {
 	if !okA || !okB {
 		return "(" + l.cond + " ? " + l.write(a, typ, path) + " : " + l.write(b, typ, path) + ")"
 	}
-	keys := sortedKeys(ma)
-	for _, k := range sortedKeys(mb) {
+	keys := slices.Sorted(maps.Keys(ma))
+	for _, k := range slices.Sorted(maps.Keys(mb)) {
 		if _, ok := ma[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -172,13 +173,4 @@ func join(path, k string) string {
 		return k
 	}
 	return path + "." + k
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,7 +109,7 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 	// reported, never asserted.
 	var spent [2]time.Duration
 	var admitted [2]int
-	for i, file := range sortedKeys(byCatalog) {
+	for i, file := range slices.Sorted(maps.Keys(byCatalog)) {
 		group := byCatalog[file]
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
 			raw, err := os.ReadFile(file)
@@ -169,14 +170,14 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 			})
 		})
 	}
-	for _, name := range sortedKeys(differs) {
+	for _, name := range slices.Sorted(maps.Keys(differs)) {
 		if why, known := policyDifferences[name]; known {
 			t.Logf("known difference, case %s (%s):\n%s", name, why, differs[name])
 			continue
 		}
 		t.Errorf("case %s: the policy admits it differently from the webhook:\n%s", name, differs[name])
 	}
-	for _, name := range sortedKeys(policyDifferences) {
+	for _, name := range slices.Sorted(maps.Keys(policyDifferences)) {
 		if _, ok := differs[name]; !ok {
 			t.Errorf("case %s is listed in policyDifferences but the policy now admits it as the webhook does: remove it (and from docs/policy-mode.md)", name)
 		}
@@ -395,15 +396,6 @@ func policyPath(o runtime.Object) (collection, name string) {
 		plural = p + "ies"
 	}
 	return policyAPI + "/" + plural, meta.Metadata.Name
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestPolicyModeChart installs the chart with mode=policy by helm, runs its
