@@ -1,51 +1,55 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"net"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
+	"github.com/cmp-injector/cmp-injector/injector/policysync"
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/policy"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
+	"github.com/cmp-injector/cmp-injector/pkg/version"
 )
 
-// policyFieldManager owns the fields the policy command applies.
-const policyFieldManager = "cmp-injector"
-
 func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
-	fs := serving.NewFlagSet("cmp-injector policy", "--catalog FILE [--name NAME] [--apply [--watch] [--bindings=false]]")
+	fs := serving.NewFlagSet("cmp-injector policy", "--catalog FILE [--name NAME] [--apply [--watch [--metrics-listen ADDR] [--reconcile ...]] [--bindings=false]]")
 	catFile := fs.String("catalog", "", "plugin catalog file (required)")
 	name := fs.String("name", policy.DefaultName, "name of the policies and their bindings")
 	bindings := fs.Bool("bindings", true, "include the two bindings (the chart renders its own and sets this to false)")
-	apply := fs.Bool("apply", false, "send the objects to the API server (server-side apply, field manager "+policyFieldManager+") instead of printing them")
+	apply := fs.Bool("apply", false, "send the objects to the API server (server-side apply, field manager "+policysync.FieldManager+") instead of printing them")
 	watch := fs.Bool("watch", false, "with --apply: keep running, and apply again whenever the catalog file changes; a catalog that does not load is reported and the policies in place are kept")
 	poll := fs.Duration("poll-interval", 5*time.Second, "with --watch: how often the catalog file is checked for changes")
 	resync := fs.Duration("resync", time.Minute, "with --watch: apply again this often even when the catalog is unchanged, so a policy deleted or edited by hand is restored")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --apply (default: the pod's service account)")
-	fs.Notes("Policy mode needs Kubernetes 1.36 or later (MutatingAdmissionPolicy in admissionregistration.k8s.io/v1),\n" +
-		"or 1.34-1.35 with the v1beta1 API and its feature gate on. See docs/policy-mode.md for what it does not do.")
+	metricsListen := fs.String("metrics-listen", "", "with --watch: plain HTTP address for /metrics, /healthz and /readyz (ready once the catalog file's policies are applied); empty: none")
+	logLevel := zapcore.InfoLevel
+	fs.Var(&logLevel, "log-level", "with --watch: debug, info, warn or error")
+	var rf reconcileFlags
+	rf.register(fs.FlagSet)
+	fs.Notes("Policy mode needs Kubernetes 1.36 or later (MutatingAdmissionPolicy in admissionregistration.k8s.io/v1).\n" +
+		"With --watch --reconcile, the reconciler keeps injected pods current with the catalog applied, as serve's does.\n" +
+		"See docs/policy-mode.md for what policy mode does not do.")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *catFile == "" {
+	switch {
+	case *catFile == "":
 		return fs.Errorf("--catalog is required")
-	}
-	if *watch && !*apply {
+	case *watch && !*apply:
 		return fs.Errorf("--watch needs --apply: it keeps the cluster's policies equal to the catalog")
-	}
-	if *poll <= 0 || *resync <= 0 {
+	case (rf.enabled || *metricsListen != "") && !*watch:
+		return fs.Errorf("--reconcile and --metrics-listen need --watch")
+	case *poll <= 0 || *resync <= 0:
 		return fs.Errorf("--poll-interval and --resync must be positive, got %s and %s", *poll, *resync)
+	}
+	if err := rf.check(); err != nil {
+		return fs.Errorf("%v", err)
 	}
 	opts := policy.Options{Name: *name}
 	if !*apply {
@@ -53,24 +57,90 @@ func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
 		if err != nil {
 			return err
 		}
-		return writePolicy(stdio, policy.Render(cat, opts), *bindings)
+		set := policy.Render(cat, opts)
+		if !*bindings {
+			set.MutatingBinding, set.ValidatingBinding = nil, nil
+		}
+		b, err := set.YAML()
+		if err != nil {
+			return err
+		}
+		_, err = stdio.Stdout.Write(b)
+		return err
 	}
-	rf := reconcileFlags{kubeconfig: *kubeconfig}
 	client, err := rf.clientset()
 	if err != nil {
 		return err
 	}
-	a := &policyApplier{client: client, opts: opts, bindings: *bindings, stdio: stdio}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(stdio.Stderr), logLevel))
+	defer func() { _ = log.Sync() }()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o := policysync.Options{Client: client, Policy: opts, Bindings: *bindings, CatalogFile: *catFile,
+		Poll: *poll, Resync: *resync, Log: log, Registerer: reg}
 	if !*watch {
 		cat, err := loadForPolicy(*catFile, stdio)
 		if err != nil {
 			return err
 		}
-		return a.apply(ctx, cat)
+		s, err := policysync.New(o)
+		if err != nil {
+			return err
+		}
+		return s.Apply(ctx, cat)
 	}
+	log.Info("starting cmp-injector policy", zap.String("version", version.Version), zap.String("catalog", *catFile), zap.String("name", *name))
 	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
-	return a.watch(ctx, *catFile, *poll, *resync)
+	return runPolicySync(ctx, o, &rf, *metricsListen)
+}
+
+// runPolicySync runs the syncer, and beside it the metrics listener and the
+// reconciler when asked, until ctx ends.
+func runPolicySync(ctx context.Context, o policysync.Options, rf *reconcileFlags, metricsListen string) error {
+	var rec interface {
+		Run(context.Context)
+		CatalogChanged()
+	}
+	var syncer *policysync.Syncer
+	if rf.enabled {
+		r, err := rf.reconcilerFor(func() *catalog.Catalog { return syncer.Catalog() }, o.Registerer, o.Log)
+		if err != nil {
+			return err
+		}
+		rec = r
+		// The pods follow the catalog the policies were applied from.
+		o.OnApplied = func(*catalog.Catalog) { r.CatalogChanged() }
+	}
+	syncer, err := policysync.New(o)
+	if err != nil {
+		return err
+	}
+	var ms *serving.MetricsServer
+	if metricsListen != "" {
+		l, err := net.Listen("tcp", metricsListen)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		ms = serving.NewMetricsServer(serving.MetricsRouter(o.Registerer.(prometheus.Gatherer), syncer.Ready), serving.MetricsOptions{}, nil)
+		go func() { _ = ms.Serve(l) }()
+	}
+	done := make(chan struct{})
+	if rec != nil {
+		go func() { rec.Run(ctx); close(done) }()
+	} else {
+		close(done)
+	}
+	syncer.Run(ctx)
+	<-done
+	if ms != nil {
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ms.Shutdown(shut)
+	}
+	return nil
 }
 
 func loadForPolicy(file string, stdio serving.IO) (*catalog.Catalog, error) {
@@ -82,119 +152,4 @@ func loadForPolicy(file string, stdio serving.IO) (*catalog.Catalog, error) {
 		fmt.Fprintf(stdio.Stderr, "warning: catalog %s: %s\n", file, w)
 	}
 	return cat, nil
-}
-
-func writePolicy(stdio serving.IO, set *policy.Set, bindings bool) error {
-	if !bindings {
-		set.MutatingBinding, set.ValidatingBinding = nil, nil
-	}
-	b, err := set.YAML()
-	if err != nil {
-		return err
-	}
-	_, err = stdio.Stdout.Write(b)
-	return err
-}
-
-// policyApplier sends a catalog's policies to the API server.
-type policyApplier struct {
-	client   kubernetes.Interface
-	opts     policy.Options
-	bindings bool
-	stdio    serving.IO
-}
-
-// apply server-side applies the set rendered from cat: the policies first,
-// so a binding never names a policy older than the catalog.
-func (a *policyApplier) apply(ctx context.Context, cat *catalog.Catalog) error {
-	set := policy.Render(cat, a.opts)
-	api := a.client.AdmissionregistrationV1()
-	force := true
-	po := metav1.PatchOptions{FieldManager: policyFieldManager, Force: &force}
-	steps := []applyStep{
-		{set.Validating, func(n string, b []byte) error {
-			_, err := api.ValidatingAdmissionPolicies().Patch(ctx, n, types.ApplyPatchType, b, po)
-			return err
-		}},
-		{set.Mutating, func(n string, b []byte) error {
-			_, err := api.MutatingAdmissionPolicies().Patch(ctx, n, types.ApplyPatchType, b, po)
-			return err
-		}},
-	}
-	if a.bindings {
-		steps = append(steps,
-			applyStep{set.ValidatingBinding, func(n string, b []byte) error {
-				_, err := api.ValidatingAdmissionPolicyBindings().Patch(ctx, n, types.ApplyPatchType, b, po)
-				return err
-			}},
-			applyStep{set.MutatingBinding, func(n string, b []byte) error {
-				_, err := api.MutatingAdmissionPolicyBindings().Patch(ctx, n, types.ApplyPatchType, b, po)
-				return err
-			}})
-	}
-	for _, s := range steps {
-		body, err := json.Marshal(s.obj)
-		if err != nil {
-			return err
-		}
-		kind := s.obj.GetObjectKind().GroupVersionKind().Kind
-		name := set.Mutating.Name
-		if err := s.patch(name, body); err != nil {
-			return fmt.Errorf("apply %s %s: %w%s", kind, name, err, policyHint(err))
-		}
-	}
-	fmt.Fprintf(a.stdio.Stderr, "applied the policies %s for catalog revision %s\n", set.Mutating.Name, cat.Revision)
-	return nil
-}
-
-// applyStep is one object and the call that applies it.
-type applyStep struct {
-	obj   runtime.Object
-	patch func(name string, body []byte) error
-}
-
-// policyHint says what a 404 on the policy API means.
-func policyHint(err error) string {
-	var status interface{ Status() metav1.Status }
-	if errors.As(err, &status) && status.Status().Code == 404 {
-		return " (this API server does not serve " + admissionregistrationv1.SchemeGroupVersion.String() +
-			" admission policies: policy mode needs Kubernetes 1.36 or later; keep the webhook)"
-	}
-	return ""
-}
-
-// watch applies the catalog now, whenever its file changes and every
-// resync, until ctx ends. A catalog that does not load, or an apply that
-// fails, is reported and tried again at the next change or poll; the
-// policies in place stay.
-func (a *policyApplier) watch(ctx context.Context, file string, poll, resync time.Duration) error {
-	var applied []byte
-	var last time.Time
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		data, err := os.ReadFile(file)
-		switch {
-		case err != nil:
-			fmt.Fprintf(a.stdio.Stderr, "error: catalog %s: %v (the policies in place are kept)\n", file, err)
-		case !bytes.Equal(data, applied) || time.Since(last) >= resync:
-			cat, err := catalog.Parse(data)
-			if err != nil {
-				fmt.Fprintf(a.stdio.Stderr, "error: catalog %s: %v (the policies in place are kept)\n", file, err)
-				// Reported once per change and resync: a fixed file is a new change.
-				applied, last = data, time.Now()
-				break
-			}
-			if err := a.apply(ctx, cat); err != nil {
-				fmt.Fprintf(a.stdio.Stderr, "error: %v (tried again in %s)\n", err, poll)
-				break
-			}
-			applied, last = data, time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
 }

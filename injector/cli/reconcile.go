@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cmp-injector/cmp-injector/injector"
 	"github.com/cmp-injector/cmp-injector/injector/reconcile"
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
@@ -62,6 +64,12 @@ func (f *reconcileFlags) check() error {
 
 // reconciler builds the reconciler with a client for the cluster.
 func (f *reconcileFlags) reconciler(srv *injector.Server, log *zap.Logger) (*reconcile.Reconciler, error) {
+	return f.reconcilerFor(srv.Catalog, srv.Registry(), log)
+}
+
+// reconcilerFor builds the reconciler for the catalog cat returns, its
+// metrics in reg.
+func (f *reconcileFlags) reconcilerFor(cat func() *catalog.Catalog, reg prometheus.Registerer, log *zap.Logger) (*reconcile.Reconciler, error) {
 	client, err := f.clientset()
 	if err != nil {
 		return nil, fmt.Errorf("--reconcile: %w", err)
@@ -80,10 +88,10 @@ func (f *reconcileFlags) reconciler(srv *injector.Server, log *zap.Logger) (*rec
 		id = host + "_" + hex.EncodeToString(b[:])
 	}
 	return reconcile.New(reconcile.Options{
-		Client: client, Catalog: srv.Catalog,
+		Client: client, Catalog: cat,
 		LeaseNamespace: ns, LeaseName: f.leaseName, Identity: id,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		Resync: f.resync, Rollout: f.rollout, NamespaceSelector: f.nsSelector, Log: log, Registerer: srv.Registry(),
+		Resync: f.resync, Rollout: f.rollout, NamespaceSelector: f.nsSelector, Log: log, Registerer: reg,
 	})
 }
 

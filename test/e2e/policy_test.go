@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -463,6 +465,10 @@ func TestPolicyModeChart(t *testing.T) {
 			t.Fatalf("a repo-server pod is not injected at catalog revision %s: %v", revision, err)
 		}
 	}
+	metricsPort, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	boot := func() *harness.BootedPod {
 		t.Helper()
 		pod := bootable(t, ns, release)
@@ -481,8 +487,27 @@ func TestPolicyModeChart(t *testing.T) {
 			Entrypoints: map[string][]string{harness.InjectorImage: {env.bins["cmp-injector"]}},
 			Objects:     c, LogTo: env.logFile,
 			Rewrite: func(_ corev1.Container, argv []string) []string {
+				// Every booted pod shares loopback: its metrics port moves.
+				for i, a := range argv {
+					if strings.HasPrefix(a, "--metrics-listen=") {
+						argv[i] = "--metrics-listen=127.0.0.1:" + strconv.Itoa(metricsPort)
+					}
+				}
 				return append(argv, "--kubeconfig="+kubeconfig, "--poll-interval=200ms")
 			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ready once the catalog's policies are applied, as the kubelet's
+		// readiness probe asks.
+		err = harness.Eventually(30*time.Second, 100*time.Millisecond, func() (bool, error) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", metricsPort))
+			if err != nil {
+				return false, err
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, fmt.Errorf("/readyz %s", resp.Status)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -536,6 +561,20 @@ func TestPolicyModeChart(t *testing.T) {
 	defer booted.Stop()
 	injectedAt("policy-2")
 	doctor(release + " is complete for the catalog (revision policy-2")
+	// The reconciler (reconciler.enabled, on by default) brings the pod the
+	// policy injected at policy-1 current with policy-2, as it does pods the
+	// webhook injected.
+	err = harness.Eventually(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+		pod, err := c.GetPod(appNS, "policy-stored")
+		if err != nil {
+			return false, err
+		}
+		st := pod.Annotations[keys.StatusAnnotation]
+		return strings.Contains(st, `"revision":"policy-2"`), fmt.Errorf("status %s", st)
+	})
+	if err != nil {
+		t.Errorf("the reconciler did not bring the injected pod to the new catalog: %v", err)
+	}
 }
 
 // bootable is the pod Deployment ns/name would create.
