@@ -272,7 +272,8 @@ func readPolicyCases(t *testing.T, dir string) []policyCase {
 }
 
 // enableNamespace makes ns exist with the enabled label, whether or not an
-// earlier test made it.
+// earlier test made it, and takes the label off when the test ends: later
+// tests count the enabled namespaces their reconciler watches.
 func enableNamespace(t *testing.T, ns string) {
 	t.Helper()
 	c := env.cp.Client()
@@ -283,6 +284,10 @@ func enableNamespace(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() {
+		off, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{keys.NamespaceEnabledLabel: nil}}})
+		_ = c.MergePatch("/api/v1/namespaces/"+ns, off)
+	})
 	if err := c.WaitServiceAccount(ns, "default", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
