@@ -151,8 +151,8 @@ func TestPolicyMatchesWebhook(t *testing.T) {
 					c.pod = tagged(c.pod, tag)
 					var got admission
 					// The two policies reach the API server's cache on their own:
-					// a difference is looked at again for a few seconds.
-					for try := range 10 {
+					// a difference is looked at again for two seconds.
+					for try := range 4 {
 						start := time.Now()
 						got = untagged(admit(t, c))
 						if try == 0 {
