@@ -553,9 +553,17 @@ func TestPolicyModeChart(t *testing.T) {
 	// 1. The Deployment's pod writes the policies; the API server injects.
 	booted := boot()
 	injectedAt("policy-1")
-	got, err := c.CreatePod(appNS, repoServer("policy-denied", "helm, nope"), true)
-	if err == nil || !strings.Contains(err.Error(), `cmp-injector denied pod: plugin "nope" is not in the catalog`) {
-		t.Errorf("a pod asking for an unknown plugin: got %v, %v; want the catalog's denial", got != nil, err)
+	// The validating policy reaches the API server's cache on its own,
+	// after or before the mutating one: its denial is waited for too.
+	err = harness.Eventually(30*time.Second, 200*time.Millisecond, func() (bool, error) {
+		_, err := c.CreatePod(appNS, repoServer("policy-denied", "helm, nope"), true)
+		if err == nil {
+			return false, errors.New("admitted")
+		}
+		return strings.Contains(err.Error(), `cmp-injector denied pod: plugin "nope" is not in the catalog`), err
+	})
+	if err != nil {
+		t.Errorf("a pod asking for an unknown plugin: %v; want the catalog's denial", err)
 	}
 
 	// 2. The injector is down: its pod stopped, the Deployment at zero.
