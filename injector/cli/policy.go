@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cmp-injector/cmp-injector/injector/policysync"
+	"github.com/cmp-injector/cmp-injector/injector/reconcile"
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/policy"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
@@ -94,29 +95,28 @@ func policyCmd(ctx context.Context, args []string, stdio serving.IO) error {
 	log.Info("starting cmp-injector policy", zap.String("version", version.Version), zap.String("catalog", *catFile), zap.String("name", *name))
 	ctx, stop := serving.ShutdownContext(ctx)
 	defer stop()
-	return runPolicySync(ctx, o, &rf, *metricsListen)
+	return runPolicySync(ctx, o, reg, &rf, *metricsListen)
 }
 
-// runPolicySync runs the syncer, and beside it the metrics listener and the
-// reconciler when asked, until ctx ends.
-func runPolicySync(ctx context.Context, o policysync.Options, rf *reconcileFlags, metricsListen string) error {
-	var rec interface {
-		Run(context.Context)
-		CatalogChanged()
-	}
-	var syncer *policysync.Syncer
-	if rf.enabled {
-		r, err := rf.reconcilerFor(func() *catalog.Catalog { return syncer.Catalog() }, o.Registerer, o.Log)
-		if err != nil {
-			return err
+// runPolicySync runs the syncer, and beside it the metrics listener (on
+// reg) and the reconciler when asked, until ctx ends.
+func runPolicySync(ctx context.Context, o policysync.Options, reg *prometheus.Registry, rf *reconcileFlags, metricsListen string) error {
+	var rec *reconcile.Reconciler
+	// The pods follow the catalog the policies were applied from: the
+	// syncer tells the reconciler, which reads it back from the syncer.
+	o.OnApplied = func(*catalog.Catalog) {
+		if rec != nil {
+			rec.CatalogChanged()
 		}
-		rec = r
-		// The pods follow the catalog the policies were applied from.
-		o.OnApplied = func(*catalog.Catalog) { r.CatalogChanged() }
 	}
 	syncer, err := policysync.New(o)
 	if err != nil {
 		return err
+	}
+	if rf.enabled {
+		if rec, err = rf.reconcilerFor(syncer.Catalog, reg, o.Log); err != nil {
+			return err
+		}
 	}
 	var ms *serving.MetricsServer
 	if metricsListen != "" {
@@ -124,15 +124,16 @@ func runPolicySync(ctx context.Context, o policysync.Options, rf *reconcileFlags
 		if err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		ms = serving.NewMetricsServer(serving.MetricsRouter(o.Registerer.(prometheus.Gatherer), syncer.Ready), serving.MetricsOptions{}, nil)
+		ms = serving.NewMetricsServer(serving.MetricsRouter(reg, syncer.Ready), serving.MetricsOptions{}, nil)
 		go func() { _ = ms.Serve(l) }()
 	}
 	done := make(chan struct{})
-	if rec != nil {
-		go func() { rec.Run(ctx); close(done) }()
-	} else {
-		close(done)
-	}
+	go func() {
+		defer close(done)
+		if rec != nil {
+			rec.Run(ctx)
+		}
+	}()
 	syncer.Run(ctx)
 	<-done
 	if ms != nil {

@@ -17,7 +17,7 @@ func newMetrics() *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cmp_injector_policy_errors_total",
-			Help: "Failures to bring the admission policies to the catalog, by stage (read, catalog, apply); the policies in place are kept.",
+			Help: "Failures to bring the admission policies to the catalog, by stage (catalog: a version of the file that does not load; apply); the policies in place are kept.",
 		}, []string{"stage"}),
 		revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "cmp_injector_policy_catalog_revision",

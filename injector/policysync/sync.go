@@ -6,12 +6,10 @@
 package policysync
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -57,7 +55,9 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	current *catalog.Catalog
-	lastErr error
+	// catalogErr is why the file's newest version is not in use; applyErr
+	// why the last apply failed (or that none was made yet).
+	catalogErr, applyErr error
 }
 
 // New checks o and makes a Syncer.
@@ -65,7 +65,7 @@ func New(o Options) (*Syncer, error) {
 	if o.Client == nil || o.CatalogFile == "" || o.Poll <= 0 || o.Resync <= 0 || o.Log == nil {
 		return nil, errors.New("policysync: Client, CatalogFile, Poll, Resync and Log are required")
 	}
-	s := &Syncer{opts: o, metrics: newMetrics(), lastErr: errors.New("the policies have not been applied yet")}
+	s := &Syncer{opts: o, metrics: newMetrics(), applyErr: errors.New("the policies have not been applied yet")}
 	if o.Registerer != nil {
 		if err := s.metrics.register(o.Registerer); err != nil {
 			return nil, err
@@ -86,34 +86,34 @@ func (s *Syncer) Catalog() *catalog.Catalog {
 func (s *Syncer) Ready() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr
+	if s.catalogErr != nil {
+		return s.catalogErr
+	}
+	return s.applyErr
 }
 
 // Run applies now, on every change of the catalog file and every resync,
-// until ctx ends.
+// until ctx ends. The file is read by catalog.Watcher, as serve reads it: a
+// version that does not load is reported once and the last valid one stays,
+// so a resync re-applies the policies of the catalog in use. An apply that
+// fails is tried again at the next poll.
 func (s *Syncer) Run(ctx context.Context) {
-	var seen []byte
+	w := catalog.NewWatcher(s.opts.CatalogFile, catalog.Options{}, catalog.Hooks{
+		Failed:    func(err error) { s.failed(fmt.Errorf("catalog %s: %w", s.opts.CatalogFile, err), "catalog") },
+		Loaded:    func(*catalog.Catalog) { s.setErr(&s.catalogErr, nil) },
+		Recovered: func(*catalog.Catalog) { s.setErr(&s.catalogErr, nil) },
+	})
+	var applied *catalog.Catalog
 	var last time.Time
 	tick := time.NewTicker(s.opts.Poll)
 	defer tick.Stop()
 	for {
-		data, err := os.ReadFile(s.opts.CatalogFile)
-		switch {
-		case err != nil:
-			s.failed(fmt.Errorf("catalog %s: %w", s.opts.CatalogFile, err), "read")
-		case !bytes.Equal(data, seen) || time.Since(last) >= s.opts.Resync:
-			// Whatever the outcome, this content is not looked at again
-			// before the next resync: a fixed file is a new change.
-			seen, last = data, time.Now()
-			cat, err := catalog.Parse(data)
-			if err != nil {
-				s.failed(fmt.Errorf("catalog %s: %w", s.opts.CatalogFile, err), "catalog")
-				break
-			}
+		_, _ = w.Reload()
+		if cat := w.Current(); cat != nil && (cat != applied || time.Since(last) >= s.opts.Resync) {
 			if err := s.Apply(ctx, cat); err != nil {
-				// Tried again at the next poll, not the next resync.
-				seen = nil
 				s.failed(err, "apply")
+			} else {
+				applied, last = cat, time.Now()
 			}
 		}
 		select {
@@ -127,8 +127,16 @@ func (s *Syncer) Run(ctx context.Context) {
 func (s *Syncer) failed(err error, stage string) {
 	s.metrics.errors.WithLabelValues(stage).Inc()
 	s.opts.Log.Error("the policies in place are kept", zap.String("stage", stage), zap.Error(err))
+	if stage == "catalog" {
+		s.setErr(&s.catalogErr, err)
+	} else {
+		s.setErr(&s.applyErr, err)
+	}
+}
+
+func (s *Syncer) setErr(field *error, err error) {
 	s.mu.Lock()
-	s.lastErr = err
+	*field = err
 	s.mu.Unlock()
 }
 
@@ -167,7 +175,7 @@ func (s *Syncer) Apply(ctx context.Context, cat *catalog.Catalog) error {
 	s.metrics.revision.WithLabelValues(cat.Revision).Set(1)
 	s.opts.Log.Info("applied the policies", zap.String("name", set.Mutating.Name), zap.String("revision", cat.Revision))
 	s.mu.Lock()
-	s.current, s.lastErr = cat, nil
+	s.current, s.applyErr = cat, nil
 	s.mu.Unlock()
 	if s.opts.OnApplied != nil {
 		s.opts.OnApplied(cat)

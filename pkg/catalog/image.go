@@ -41,16 +41,23 @@ type imagePattern struct {
 	hasTag, hasDigest bool
 }
 
-func parseImagePattern(p string) (imagePattern, error) {
-	var ip imagePattern
+// ImagePatternParts splits an allowedImages pattern as the webhook matches
+// it: the name's pattern, then the tag's and the digest's when it has them
+// (a renderer of the same rule in another language splits it here too).
+func ImagePatternParts(p string) (name, tag, digest string, hasTag, hasDigest bool) {
 	rest := p
 	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		ip.digest, ip.hasDigest, rest = rest[i+1:], true, rest[:i]
+		digest, hasDigest, rest = rest[i+1:], true, rest[:i]
 	}
 	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
-		ip.tag, ip.hasTag, rest = rest[i+1:], true, rest[:i]
+		tag, hasTag, rest = rest[i+1:], true, rest[:i]
 	}
-	ip.name = rest
+	return rest, tag, digest, hasTag, hasDigest
+}
+
+func parseImagePattern(p string) (imagePattern, error) {
+	var ip imagePattern
+	ip.name, ip.tag, ip.digest, ip.hasTag, ip.hasDigest = ImagePatternParts(p)
 	for _, part := range []string{ip.name, ip.tag, ip.digest} {
 		if _, err := path.Match(part, ""); err != nil {
 			return ip, fmt.Errorf("invalid pattern %q: %w", p, err)

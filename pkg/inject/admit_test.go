@@ -61,7 +61,7 @@ func TestAdmitWebhookLevelDecisions(t *testing.T) {
 			wantFault := map[int32]Fault{http.StatusForbidden: FaultPod, http.StatusServiceUnavailable: FaultServer, http.StatusBadRequest: FaultRequest}[tc.code]
 			msg := r.Message()
 			if len(r.Problems) != 1 || r.Problems[0].Reason != tc.reason || r.Fault != wantFault ||
-				!strings.HasPrefix(msg, denyPrefix) || !strings.Contains(msg, tc.msg) {
+				!strings.HasPrefix(msg, DenyPrefix) || !strings.Contains(msg, tc.msg) {
 				t.Errorf("problems %+v, fault %d, message %q: want fault %d and %q", r.Problems, r.Fault, msg, wantFault, tc.msg)
 			}
 		})

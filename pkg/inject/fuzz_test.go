@@ -72,7 +72,7 @@ func FuzzInject(f *testing.F) {
 		case Injected:
 			checkPatch(t, p, r)
 		case Denied:
-			if len(r.Problems) == 0 || !strings.HasPrefix(r.Message(), denyPrefix) {
+			if len(r.Problems) == 0 || !strings.HasPrefix(r.Message(), DenyPrefix) {
 				t.Fatalf("denial without problems: %+v", r)
 			}
 		default:

@@ -22,17 +22,20 @@ const (
 	maxProblemsPerReason = 10
 	// maxDenyMessageBytes bounds the whole denial message.
 	maxDenyMessageBytes = 8 << 10
-	// maxQuotedBytes bounds a value from the pod quoted in a message.
-	maxQuotedBytes = 256
+	// MaxQuotedBytes bounds a value from the pod quoted in a message
+	// (pkg/policy quotes the same way).
+	MaxQuotedBytes = 256
+	// ProblemSeparator joins the problems of one denial.
+	ProblemSeparator = "; "
 )
 
-// quoteBounded is %q of s, cut to maxQuotedBytes (on a rune boundary) with the
+// quoteBounded is %q of s, cut to MaxQuotedBytes (on a rune boundary) with the
 // size of what was left out.
 func quoteBounded(s string) string {
-	if len(s) <= maxQuotedBytes {
+	if len(s) <= MaxQuotedBytes {
 		return fmt.Sprintf("%q", s)
 	}
-	cut := maxQuotedBytes
+	cut := MaxQuotedBytes
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
@@ -70,7 +73,7 @@ func joinBounded(prefix string, msgs []string) string {
 	for i, m := range msgs {
 		sep := ""
 		if i > 0 {
-			sep = "; "
+			sep = ProblemSeparator
 		}
 		if b.Len()+len(sep)+len(m) > maxDenyMessageBytes-64 {
 			fmt.Fprintf(&b, "%s… and %d more problems (message cut at %d bytes)", sep, len(msgs)-i, maxDenyMessageBytes)

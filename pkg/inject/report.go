@@ -75,8 +75,9 @@ const (
 // ReasonInjected labels successful injections.
 const ReasonInjected Reason = "injected"
 
-// denyPrefix starts every denial message; users see it in ReplicaSet events.
-const denyPrefix = "cmp-injector denied pod: "
+// DenyPrefix starts every denial message; users see it in ReplicaSet events
+// (pkg/policy's validating policy starts its message with it too).
+const DenyPrefix = "cmp-injector denied pod: "
 
 // Problem is one reason to deny, with the human sentence for it.
 type Problem struct {
@@ -201,7 +202,7 @@ func (r *Report) Message() string {
 		for i, p := range r.Problems {
 			msgs[i] = p.Message
 		}
-		return joinBounded(denyPrefix, msgs)
+		return joinBounded(DenyPrefix, msgs)
 	case Injected:
 		return "injected plugins: " + strings.Join(r.Plugins, ", ")
 	default:

@@ -16,7 +16,7 @@ import (
 func (p *program) add() []variable {
 	cat := p.cat
 	native := cat.Defaults.NativeSidecars
-	var serverPath, inline, pvNames, envNames []string
+	var serverPath, inline, envNames []string
 	for _, n := range cat.Names {
 		e := cat.Plugins[n]
 		if e.ServerPath != "" {
@@ -25,11 +25,6 @@ func (p *program) add() []variable {
 		if e.InlineYAML != "" && e.Config.ConfigMap == nil {
 			inline = append(inline, quote(n)+": "+quote(e.InlineYAML))
 		}
-		var vols []string
-		for _, v := range inject.PluginVolumesPart(cat, e) {
-			vols = append(vols, v.Name)
-		}
-		pvNames = append(pvNames, quote(n)+": "+strList(vols))
 	}
 	for _, e := range cat.Defaults.RepoServerEnv {
 		envNames = append(envNames, e.Name)
@@ -51,7 +46,7 @@ func (p *program) add() []variable {
 		{"copies", "variables.entries.exists(p, !(p in " + strList(serverPath) + "))"},
 		{"uid", "variables.rsc.?securityContext.?runAsUser.orValue(0) > 0 ? variables.rsc.securityContext.runAsUser : object.spec.?securityContext.?runAsUser.orValue(0) > 0 ? object.spec.securityContext.runAsUser : " + strconv.FormatInt(cat.Defaults.RunAsUser, 10)},
 		{"volumesAdded", "(variables.copies ? " + missing(keys.VarFilesVolume) + " : []) + " + missing(keys.PluginsVolume) + " + " + strList([]string{keys.NoTokenVolume}) + " + " +
-			"variables.entries.map(p, {" + strings.Join(pvNames, ", ") + "}[p]).flatten() + (variables.gitCreds ? " + strList([]string{keys.AskPassVolume}) + " : [])"},
+			"variables.entries.map(p, variables.pluginVolumes[p]).flatten() + (variables.gitCreds ? " + strList([]string{keys.AskPassVolume}) + " : [])"},
 		{"rsMountsAdded", "(" + hasMountAt(keys.PluginSocketDir) + " ? [] : " + strList([]string{keys.PluginsVolume}) + ") + " +
 			"(variables.gitCreds && !" + hasMountAt(keys.AskPassDir) + " ? " + strList([]string{keys.AskPassVolume}) + " : [])"},
 		{"rsEnvAdded", "(size(variables.rsc.?envFrom.orValue([])) > 0 ? [] : " + strList(envNames) + ".filter(n, !variables.rsc.?env.orValue([]).exists(x, x.name == n))) + " +
@@ -59,7 +54,8 @@ func (p *program) add() []variable {
 		{"routes", "variables.entries.map(p, " + p.routes() + "[p]).flatten()"},
 		{"initsAdded", inits},
 		{"mainsAdded", mains},
-		{"configs", "variables.entries.filter(p, p in {" + strings.Join(inline, ", ") + "}).map(p, [p, {" + strings.Join(inline, ", ") + "}[p]])"},
+		// The inline configs are written once, bound as in patchExpr.
+		{"configs", "[{" + strings.Join(inline, ", ") + "}].map(inline, variables.entries.filter(p, p in inline).map(p, [p, inline[p]]))[0]"},
 		{"status", p.statusExpr()},
 	}
 }

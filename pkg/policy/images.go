@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 )
 
 // referencePattern is the reference grammar the webhook parses an image
@@ -31,15 +33,7 @@ const (
 // the policy allows no image the webhook refuses, and refuses the odd
 // spelling the webhook would normalise (TestImageRegexpNeverWiderThanWebhook).
 func imageRegexp(pattern string) string {
-	rest := pattern
-	var tag, digest string
-	hasTag, hasDigest := false, false
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		digest, hasDigest, rest = rest[i+1:], true, rest[:i]
-	}
-	if i := strings.LastIndex(rest, ":"); i > strings.LastIndex(rest, "/") {
-		tag, hasTag, rest = rest[i+1:], true, rest[:i]
-	}
+	rest, tag, digest, hasTag, hasDigest := catalog.ImagePatternParts(pattern)
 	name := dockerHubPrefix(rest) + globRegexp(rest, `[^/:@]`)
 	switch {
 	case !hasTag && !hasDigest:

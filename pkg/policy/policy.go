@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cmp-injector/cmp-injector/pkg/catalog"
+	"github.com/cmp-injector/cmp-injector/pkg/inject"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 )
 
@@ -76,7 +77,7 @@ func Render(cat *catalog.Catalog, opts Options) *Set {
 		name = DefaultName
 	}
 	prog := newProgram(cat)
-	meta := func(kind string) metav1.ObjectMeta {
+	meta := func() metav1.ObjectMeta {
 		labels := map[string]string{}
 		for k, v := range opts.Labels {
 			labels[k] = v
@@ -111,7 +112,7 @@ func Render(cat *catalog.Catalog, opts Options) *Set {
 	set := &Set{
 		Mutating: &admissionregistrationv1.MutatingAdmissionPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicy"},
-			ObjectMeta: meta("MutatingAdmissionPolicy"),
+			ObjectMeta: meta(),
 			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
 				MatchConstraints: match.DeepCopy(),
 				MatchConditions:  conditions,
@@ -128,12 +129,12 @@ func Render(cat *catalog.Catalog, opts Options) *Set {
 		},
 		MutatingBinding: &admissionregistrationv1.MutatingAdmissionPolicyBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "MutatingAdmissionPolicyBinding"},
-			ObjectMeta: meta("MutatingAdmissionPolicyBinding"),
+			ObjectMeta: meta(),
 			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: name, MatchResources: bound.DeepCopy()},
 		},
 		Validating: &admissionregistrationv1.ValidatingAdmissionPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
-			ObjectMeta: meta("ValidatingAdmissionPolicy"),
+			ObjectMeta: meta(),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 				MatchConstraints: match.DeepCopy(),
 				// After the mutating policy has injected a pod it carries the
@@ -143,7 +144,7 @@ func Render(cat *catalog.Catalog, opts Options) *Set {
 				Variables:       vars(prog.deciding),
 				Validations: []admissionregistrationv1.Validation{{
 					Expression:        "size(variables.problems) == 0",
-					MessageExpression: quote(denyPrefix) + " + variables.problems.join(" + quote(problemJoin) + ")",
+					MessageExpression: quote(inject.DenyPrefix) + " + variables.problems.join(" + quote(inject.ProblemSeparator) + ")",
 					Reason:            ptr(metav1.StatusReasonForbidden),
 				}},
 				FailurePolicy: &fail,
@@ -151,7 +152,7 @@ func Render(cat *catalog.Catalog, opts Options) *Set {
 		},
 		ValidatingBinding: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
-			ObjectMeta: meta("ValidatingAdmissionPolicyBinding"),
+			ObjectMeta: meta(),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name, MatchResources: bound.DeepCopy(),
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 		},

@@ -52,7 +52,7 @@ func (p *program) decide() []variable {
 	}
 	annPrefix := fmt.Sprintf("annotation %s: ", pa)
 	bounded := func(s string) string {
-		return fmt.Sprintf(`(size(%[1]s) <= %[2]d ? strings.quote(%[1]s) : strings.quote(%[1]s.substring(0, %[2]d)) + "… (" + string(size(%[1]s) - %[2]d) + " more bytes)")`, s, maxQuoted)
+		return fmt.Sprintf(`(size(%[1]s) <= %[2]d ? strings.quote(%[1]s) : strings.quote(%[1]s.substring(0, %[2]d)) + "… (" + string(size(%[1]s) - %[2]d) + " more bytes)")`, s, inject.MaxQuotedBytes)
 	}
 	entry := func(n string) string {
 		return n + ` != "" && !` + n + `.matches("[ \t\n;|:]") && size(` + n + `) <= 63 && ` + n + `.matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")`
@@ -82,7 +82,7 @@ func (p *program) decide() []variable {
 			` : variables.parts.slice(0, i).exists(x, x == variables.parts[i]) ? [` + quote(annPrefix+"plugin ") + ` + strings.quote(variables.parts[i]) + " is listed more than once"]` +
 			" : []).flatten()"},
 		{"plugins", "size(variables.listProblems) > 0 ? [] : variables.parts.filter(n, " + entry("n") + ").distinct()"},
-		{"enabled", "(((request.namespace in {" + strings.Join(nsMap, ", ") + "}) ? {" + strings.Join(nsMap, ", ") + "}[request.namespace] : []) + " + strList(cat.Enabled(catalog.AllNamespaces)) + ").distinct()"},
+		{"enabled", "({" + strings.Join(nsMap, ", ") + "}[?request.namespace].orValue([]) + " + strList(cat.Enabled(catalog.AllNamespaces)) + ").distinct()"},
 		{"pluginProblems", "variables.plugins.map(p, !(p in " + strList(names) + `) ? ["plugin " + strings.quote(p) + ` + quote(" is not in the catalog (known: "+listOrNone(names)+")") + "]" +
 			` : !(p in variables.enabled) ? ["plugin " + strings.quote(p) + " is not enabled in namespace " + strings.quote(request.namespace) + " (enabled: " + (size(variables.enabled) == 0 ? "none" : variables.enabled.join(", ")) + ")"] : []).flatten()`},
 		{"entries", "variables.plugins.filter(p, p in " + strList(names) + " && p in variables.enabled)"},
@@ -94,11 +94,14 @@ func (p *program) decide() []variable {
 			" : !variables.annotations[k].matches(" + quote(referencePattern) + `) ? ["image " + ` + bounded("variables.annotations[k]") + ` + " for plugin " + strings.quote(k.substring(` + strconv.Itoa(len(keys.ImageAnnotationPrefix)) + `)) + " is not a valid image reference"]` +
 			" : !{" + strings.Join(allowed, ", ") + "}[k.substring(" + strconv.Itoa(len(keys.ImageAnnotationPrefix)) + ")].exists(r, variables.annotations[k].matches(r))" +
 			` ? ["image " + ` + bounded("variables.annotations[k]") + ` + " for plugin " + strings.quote(k.substring(` + strconv.Itoa(len(keys.ImageAnnotationPrefix)) + `)) + " is not allowed (allowed: " + {` + strings.Join(allowedList, ", ") + "}[k.substring(" + strconv.Itoa(len(keys.ImageAnnotationPrefix)) + `)] + ")"] : []).flatten()`},
+		// The volumes each plugin owns, by plugin: the collisions below
+		// and the mutating policy's volumesAdded read it.
+		{"pluginVolumes", "{" + strings.Join(pvNames, ", ") + "}"},
 		{"containerNames", "object.spec.?initContainers.orValue([]).map(c, c.name) + object.spec.containers.map(c, c.name)"},
 		{"volumeNames", "object.spec.?volumes.orValue([]).map(v, v.name)"},
 		{"collisionProblems", "(" + strList([]string{keys.CopyInitContainer, keys.SocketsContainer}) + " + variables.entries.map(p, " + quote(keys.SidecarPrefix) + " + p))" +
 			`.filter(n, n in variables.containerNames).map(n, "container " + strings.quote(n) + " already exists and was not added by cmp-injector") + ` +
-			"(" + strList([]string{keys.NoTokenVolume}) + " + (variables.gitCreds ? " + strList([]string{keys.AskPassVolume}) + " : []) + variables.entries.map(p, {" + strings.Join(pvNames, ", ") + "}[p]).flatten())" +
+			"(" + strList([]string{keys.NoTokenVolume}) + " + (variables.gitCreds ? " + strList([]string{keys.AskPassVolume}) + " : []) + variables.entries.map(p, variables.pluginVolumes[p]).flatten())" +
 			`.filter(n, n in variables.volumeNames).map(n, "volume " + strings.quote(n) + " already exists and was not added by cmp-injector")`},
 		{"askPassProblems", "variables.gitCreds && variables.rsc.?env.orValue([]).exists(e, e.name == " + quote(keys.EnvAskPassSock) + ") ? [" + quote(fmt.Sprintf(
 			"the repo-server container sets %s itself, but plugins with gitCredentials reach the askpass socket at %s on volume %s, which cmp-injector adds: remove the variable from the repo-server",
@@ -108,10 +111,6 @@ func (p *program) decide() []variable {
 		{"problems", "!variables.listed ? variables.listProblems : variables.listProblems + variables.entryProblems + variables.pluginProblems + variables.annotationProblems + variables.collisionProblems + variables.askPassProblems + variables.shareProblems"},
 	}
 }
-
-// maxQuoted is how much of a pod's value a message quotes (pkg/inject's
-// quoteBounded).
-const maxQuoted = 256
 
 func listOrNone(s []string) string {
 	if len(s) == 0 {

@@ -28,13 +28,6 @@ type program struct {
 	patch string
 }
 
-// Message texts shared with pkg/inject's: the denial prefix and how a
-// denial joins its problems.
-const (
-	denyPrefix  = "cmp-injector denied pod: "
-	problemJoin = "; "
-)
-
 func newProgram(cat *catalog.Catalog) *program {
 	p := &program{cat: cat}
 	p.deciding = p.decide()

@@ -201,8 +201,9 @@ admissionregistration.k8s.io/v1 MutatingAdmissionPolicy API (Kubernetes 1.36+).
 {{- $mode }}
 {{- end }}
 
-{{/* The bindings' selectors in policy mode: the webhook's. */}}
-{{- define "cmp-injector.policyMatchResources" -}}
+{{/* Which namespaces and pods are reviewed: the webhook's selectors, and in
+policy mode the bindings'. */}}
+{{- define "cmp-injector.selectors" -}}
 namespaceSelector:
   matchExpressions:
     - key: cmp-injector.io/enabled
@@ -216,4 +217,16 @@ objectSelector:
     - key: cmp-injector.io/inject
       operator: In
       values: ["true"]
+{{- end }}
+
+{{/* serve's and policy's reconciler flags (reconciler.enabled). One Lease per
+release: two releases in one namespace would share the default one, and only
+one of their catalogs would be reconciled. */}}
+{{- define "cmp-injector.reconcilerArgs" -}}
+- --reconcile
+- --leader-election-namespace={{ .Release.Namespace }}
+- --leader-election-name={{ include "cmp-injector.fullname" . | trunc 52 | trimSuffix "-" }}-reconciler
+- {{ printf "--namespace-selector=%s" (include "cmp-injector.namespaceSelector" .) | quote }}
+- --rollout={{ .Values.reconciler.rollout }}
+- --reconcile-resync={{ .Values.reconciler.resync }}
 {{- end }}
