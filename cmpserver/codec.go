@@ -28,8 +28,15 @@ func (m *encodedManifests) traceAttributes() []attribute.KeyValue {
 	return []attribute.KeyValue{tracing.AttrManifests.Int(m.count), tracing.AttrResponseBytes.Int(m.size)}
 }
 
-// manifestChunk is the size of one buffer; a larger object gets its own.
-const manifestChunk = 1 << 20
+// manifestChunk is the size of one buffer once an answer is big; a larger
+// object gets its own. An answer's first buffer is firstManifestChunk and
+// each next one twice the last, up to manifestChunk: most answers are a few
+// KiB, and a MiB for each of 20 concurrent answers was a fifth of the
+// server's heap in a refresh.
+const (
+	manifestChunk      = 1 << 20
+	firstManifestChunk = 16 << 10
+)
 
 // Add appends doc, copied into the current chunk.
 func (m *encodedManifests) Add(doc []byte) error {
@@ -37,7 +44,11 @@ func (m *encodedManifests) Add(doc []byte) error {
 	need := 1 + binary.MaxVarintLen64 + len(doc)
 	last := len(m.chunks) - 1
 	if last < 0 || cap(m.chunks[last])-len(m.chunks[last]) < need {
-		m.chunks = append(m.chunks, make([]byte, 0, max(manifestChunk, need)))
+		size := firstManifestChunk
+		if last >= 0 {
+			size = min(manifestChunk, 2*cap(m.chunks[last]))
+		}
+		m.chunks = append(m.chunks, make([]byte, 0, max(size, need)))
 		last++
 	}
 	b := append(m.chunks[last], 0x0a)

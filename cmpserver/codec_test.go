@@ -20,11 +20,50 @@ func TestEncodedManifestsMatchProto(t *testing.T) {
 	}
 }
 
+// manyDocs is n documents of size bytes, each different.
+func manyDocs(n, size int) []string {
+	docs := make([]string, n)
+	for i := range docs {
+		docs[i] = strings.Repeat(string(rune('a'+i%26)), size)
+	}
+	return docs
+}
+
+// TestEncodedManifestsGrow: an answer's first buffer is small (most answers
+// are a few KiB, and 20 are built at once in a refresh) and each next one
+// twice the last, up to manifestChunk.
+func TestEncodedManifestsGrow(t *testing.T) {
+	var small encodedManifests
+	if err := small.Add([]byte(`{"kind":"ConfigMap"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(small.chunks[0]); c != firstManifestChunk {
+		t.Fatalf("a one-object answer holds a %d-byte buffer, want %d", c, firstManifestChunk)
+	}
+	var big encodedManifests
+	for _, d := range manyDocs(300, 10<<10) {
+		if err := big.Add([]byte(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := firstManifestChunk
+	for i, c := range big.chunks {
+		if cap(c) != want {
+			t.Fatalf("buffer %d holds %d bytes, want %d (all: %d buffers)", i, cap(c), want, len(big.chunks))
+		}
+		want = min(manifestChunk, 2*want)
+	}
+	if want != manifestChunk {
+		t.Fatalf("3 MB of objects never reached %d-byte buffers", manifestChunk)
+	}
+}
+
 func testEncodedManifests(t *testing.T, adopt bool) {
 	for _, docs := range [][]string{
 		nil,
 		{`{"kind":"ConfigMap"}`},
 		{"a", strings.Repeat("b", 200), strings.Repeat("c", manifestChunk-10), "d", strings.Repeat("e", 3*manifestChunk), "f"},
+		manyDocs(300, 10<<10), // 3 MB: buffers of every size up to manifestChunk
 	} {
 		var m encodedManifests
 		for i, d := range docs {

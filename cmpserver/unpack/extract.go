@@ -84,11 +84,17 @@ func (x *extractor) barrier() error {
 
 // copyBuf is the extractor's buffer: most repository files fit, so each costs
 // one write; bigger ones are copied through it.
-const copyBuf = 256 << 10
+//
+// It and readAhead are held by every stream being unpacked, 20 at a time in an
+// application controller's refresh (its status processors). At 256 KiB each
+// they were most of the server's heap under that load; at 64 KiB a bigger
+// file or a read costs a few more syscalls (of 64 KiB each) and the single
+// request is as fast (docs/performance.md, "Monorepos").
+const copyBuf = 64 << 10
 
 // readAhead is how much the decompressor reads at once: the stdlib's default
 // is 4 KiB, i.e. a read (and, on the spool, a lock) every 4 KiB.
-const readAhead = 256 << 10
+const readAhead = 64 << 10
 
 // extractTgz unpacks the gzip-compressed tar r into dest, which must exist.
 func extractTgz(r io.Reader, dest string, limits Limits, preserveMode bool) error {
@@ -113,6 +119,8 @@ type extractOptions struct {
 	stats *extractStats
 	// linkSteps replaces maxSymlinkSteps when > 0 (tests).
 	linkSteps int
+	// budget replaces the writers' queuedBytes when set (tests).
+	budget *byteBudget
 }
 
 // extractStats counts the entries unpacked and the work of resolving
@@ -136,6 +144,9 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 	if !o.namesOnly {
 		// A names-only tree writes no content: no copy buffer, no writers.
 		x.buf, x.writers = make([]byte, copyBuf), startWriters()
+		if x.writers != nil && o.budget != nil {
+			x.writers.budget = o.budget
+		}
 	}
 	if x.writers != nil {
 		// Every return waits for the writers: the caller may remove dest next.
@@ -418,9 +429,11 @@ func (x *extractor) writeFile(rel string, hdr *tar.Header, body io.Reader) error
 		return writeJob{abs: abs, name: hdr.Name, mode: x.mode(hdr, 0o644), chmod: x.preserveMode, buf: &none}.write()
 	}
 	if x.writers != nil && hdr.Size <= parallelMax {
-		n, err := x.writers.submit(abs, hdr.Name, x.mode(hdr, 0o644), x.preserveMode, body, int(hdr.Size))
-		x.bytes += int64(n)
-		return err
+		n, queued, err := x.writers.submit(abs, hdr.Name, x.mode(hdr, 0o644), x.preserveMode, body, int(hdr.Size))
+		if queued {
+			x.bytes += int64(n)
+			return err
+		}
 	}
 	// O_EXCL: never follow whatever might sit at the final component.
 	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, x.mode(hdr, 0o644))

@@ -433,9 +433,16 @@ type tgzSpool struct {
 	aborted  bool
 }
 
-// spoolFlush is the write size: 1 KiB chunks (the repo-server's default) are
-// gathered so that the file costs one syscall per 256 KiB.
-const spoolFlush = 256 << 10
+// spoolFlush is the write size of gathered chunks: 1 KiB chunks (the
+// repo-server's default) cost the file one syscall per 64 KiB. A chunk of at
+// least spoolGather bytes (the injector's are 256 KiB) is written as it came
+// when nothing is gathered, and such a stream never holds a gathering buffer:
+// under the application controller's 20 concurrent refreshes every buffer a
+// stream holds is held 20 times.
+const (
+	spoolFlush  = 64 << 10
+	spoolGather = 4 << 10
+)
 
 var errSpoolAborted = errors.New("stream ended before the tarball was complete")
 
@@ -444,12 +451,18 @@ func newTgzSpool(dir string) (*tgzSpool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error creating temp file: %w", err)
 	}
-	s := &tgzSpool{f: f, buf: make([]byte, 0, spoolFlush)}
+	s := &tgzSpool{f: f}
 	s.cond.L = &s.mu
 	return s, nil
 }
 
 func (s *tgzSpool) write(chunk []byte) error {
+	if len(s.buf) == 0 && len(chunk) >= spoolGather {
+		return s.writeAt(chunk)
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 0, spoolFlush)
+	}
 	for len(chunk) > 0 {
 		n := min(len(chunk), spoolFlush-len(s.buf))
 		s.buf = append(s.buf, chunk[:n]...)
@@ -466,20 +479,29 @@ func (s *tgzSpool) write(chunk []byte) error {
 	return nil
 }
 
-// flush writes the buffer (only the receiving goroutine writes) and wakes the reader.
+// flush writes the buffer and empties it.
 func (s *tgzSpool) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	if _, err := s.f.WriteAt(s.buf, s.written); err != nil {
+	if err := s.writeAt(s.buf); err != nil {
+		return err
+	}
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// writeAt appends b to the file (only the receiving goroutine writes) and
+// wakes the reader.
+func (s *tgzSpool) writeAt(b []byte) error {
+	if _, err := s.f.WriteAt(b, s.written); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.written += int64(len(s.buf))
+	s.written += int64(len(b))
 	s.received = s.written
 	s.cond.Broadcast()
 	s.mu.Unlock()
-	s.buf = s.buf[:0]
 	return nil
 }
 

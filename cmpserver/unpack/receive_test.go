@@ -73,6 +73,61 @@ func TestSpoolReaderFollowsWriter(t *testing.T) {
 	}
 }
 
+// TestSpoolChunkSizes: chunks of any size, small ones gathered, big ones
+// written as they come (also right after small ones), reach the reader in
+// order; a stream of chunks of spoolGather bytes or more (the injector's are
+// 256 KiB, its last one smaller) never holds a
+// gathering buffer, which 20 concurrent streams would hold 20 times.
+func TestSpoolChunkSizes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		noBuf bool
+	}{
+		{"injector's chunks", []int{256 << 10, 256 << 10, 256 << 10, 12345}, true},
+		{"a chunk of the smallest size written as is", []int{spoolGather, spoolGather, spoolGather}, true},
+		{"Argo CD's chunks", []int{1024, 1024, 1024, 1024}, false},
+		{"mixed", []int{100, spoolFlush * 2, 5, spoolFlush - 1, spoolGather - 1, spoolFlush + 1, 3 * spoolFlush, 7, spoolGather}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sp, err := newTgzSpool(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.f.Close()
+			var want []byte
+			for _, n := range tc.sizes {
+				chunk := make([]byte, n)
+				if _, err := rand.Read(chunk); err != nil {
+					t.Fatal(err)
+				}
+				if err := sp.write(chunk); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, chunk...)
+				if got := sp.received; got != int64(len(want)) {
+					t.Fatalf("received %d after %d bytes", got, len(want))
+				}
+			}
+			if err := sp.complete(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(&tgzReader{sp: sp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("read %d bytes, want the %d written in order", len(got), len(want))
+			}
+			if tc.noBuf && sp.buf != nil {
+				t.Fatalf("the spool gathered chunks of %v into a %d-byte buffer", tc.sizes, cap(sp.buf))
+			}
+		})
+	}
+}
+
 // eofStream is a client that has sent everything.
 type eofStream struct{}
 

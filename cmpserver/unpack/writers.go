@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // fileWriters create small files on other goroutines while the extraction goes
@@ -16,6 +17,7 @@ import (
 // directories, symlinks); the writers only create, write and close files whose
 // name is new in a directory already checked to be real.
 type fileWriters struct {
+	budget  *byteBudget // the process's queuedBytes; tests give their own
 	jobs    chan writeJob
 	workers sync.WaitGroup
 	pending sync.WaitGroup // one per job not yet written
@@ -33,13 +35,78 @@ type writeJob struct {
 }
 
 // parallelMax is the largest file handed to a writer; the contents wait in a
-// pooled buffer of this size, at most writerQueue+workers of them per request.
+// pooled buffer of the smallest writerBufSizes that fits, at most
+// writerQueue+workers of them per request.
 const (
 	parallelMax = 64 << 10
 	writerQueue = 32
 )
 
-var writerBufs = sync.Pool{New: func() any { b := make([]byte, parallelMax); return &b }}
+// writerBufSizes are the pooled buffers' sizes: a repository's files are
+// mostly a few KiB, and a queued 1 KiB file held a 64 KiB buffer.
+var writerBufSizes = [...]int{4 << 10, 16 << 10, parallelMax}
+
+var writerBufs [len(writerBufSizes)]sync.Pool
+
+// writerBudget bounds what the queued files of every extraction in the
+// process hold at once. One request's queue holds at most about 2 MiB
+// (writerQueue+workers buffers of parallelMax), so a single request never
+// meets the bound; 20 at once (an application controller's refresh) held
+// 17 MiB of queued files on two cores. A file that finds the budget spent is
+// written by the extraction itself, as on one core: nothing waits for it.
+const writerBudget = 4 << 20
+
+var queuedBytes = newByteBudget(writerBudget)
+
+// byteBudget counts bytes held against a bound.
+type byteBudget struct {
+	max  int64
+	held atomic.Int64
+}
+
+func newByteBudget(max int64) *byteBudget { return &byteBudget{max: max} }
+
+// take holds n bytes if the bound allows it.
+func (b *byteBudget) take(n int) bool {
+	if b.held.Add(int64(n)) > b.max {
+		b.held.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *byteBudget) release(n int) { b.held.Add(-int64(n)) }
+
+// writerBufClass is the index of the smallest buffer size holding size bytes.
+func writerBufClass(size int) int {
+	for i, c := range writerBufSizes {
+		if size <= c {
+			return i
+		}
+	}
+	return len(writerBufSizes) - 1
+}
+
+// getWriterBuf is a pooled buffer for a file of size bytes (<= parallelMax),
+// or false when the budget is spent.
+func (w *fileWriters) getWriterBuf(size int) (*[]byte, bool) {
+	class := writerBufClass(size)
+	n := writerBufSizes[class]
+	if !w.budget.take(n) {
+		return nil, false
+	}
+	if b, ok := writerBufs[class].Get().(*[]byte); ok {
+		return b, true
+	}
+	b := make([]byte, n)
+	return &b, true
+}
+
+func (w *fileWriters) putWriterBuf(b *[]byte) {
+	n := cap(*b)
+	writerBufs[writerBufClass(n)].Put(b)
+	w.budget.release(n)
+}
 
 // startWriters is newFileWriters; the extraction benchmark swaps it to compare.
 var startWriters = newFileWriters
@@ -51,7 +118,7 @@ func newFileWriters() *fileWriters {
 	if n < 1 {
 		return nil
 	}
-	w := &fileWriters{jobs: make(chan writeJob, writerQueue)}
+	w := &fileWriters{budget: queuedBytes, jobs: make(chan writeJob, writerQueue)}
 	for range n {
 		w.workers.Add(1)
 		go w.run()
@@ -69,7 +136,7 @@ func (w *fileWriters) run() {
 			}
 			w.mu.Unlock()
 		}
-		writerBufs.Put(j.buf)
+		w.putWriterBuf(j.buf)
 		w.pending.Done()
 	}
 }
@@ -94,20 +161,24 @@ func (j writeJob) write() error {
 }
 
 // submit reads size bytes of body and queues the file; it returns an earlier
-// writer's failure, if any.
-func (w *fileWriters) submit(abs, name string, mode fs.FileMode, chmod bool, body io.Reader, size int) (int, error) {
-	buf := writerBufs.Get().(*[]byte)
-	n, err := io.ReadFull(body, (*buf)[:size])
+// writer's failure, if any. When the budget is spent it reads nothing and
+// says the file was not queued: the caller writes it.
+func (w *fileWriters) submit(abs, name string, mode fs.FileMode, chmod bool, body io.Reader, size int) (n int, queued bool, err error) {
+	buf, ok := w.getWriterBuf(size)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err = io.ReadFull(body, (*buf)[:size])
 	if err != nil {
-		writerBufs.Put(buf)
+		w.putWriterBuf(buf)
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return n, fmt.Errorf("error extracting %q: %w", name, err)
+		return n, true, fmt.Errorf("error extracting %q: %w", name, err)
 	}
 	w.pending.Add(1)
 	w.jobs <- writeJob{abs: abs, name: name, mode: mode, chmod: chmod, buf: buf, n: n}
-	return n, w.failed()
+	return n, true, w.failed()
 }
 
 func (w *fileWriters) failed() error {
