@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,12 @@ import (
 // and kustomize of the example catalog, the params and broken test plugins);
 // one plugin is the first.
 var benchPlugins = []string{"params", "helm", "kustomize", "broken"}
+
+// benchLibraryPlugins are four plugins of the example catalog whose images carry
+// cmp-server (serverPath): a pod of only these gets no copy init container,
+// which is what issue 40's pod-start goal (4 library plugins, at most 4.0 s
+// more than none) is about. benchValues enables them in the chain's namespace.
+var benchLibraryPlugins = []string{"helm", "kustomize", "jsonnet", "ytt"}
 
 // benchAppPath is where each plugin's Application lives in the bench
 // repositories (testdata/repo, testdata/chain/repo and benchKustomize).
@@ -237,7 +244,7 @@ func benchValues(t *testing.T, dir string) string {
 	p["tmpMedium"], p["tmpSizeLimit"] = catalog.TmpMediumMemory, memoryTmpSizeLimit
 	out, err := yaml.Marshal(map[string]any{"catalog": map[string]any{
 		"plugins":    map[string]any{memoryPlugin: p},
-		"namespaces": map[string]any{chainNS: append(values.Catalog.Namespaces[chainNS], memoryPlugin)},
+		"namespaces": map[string]any{chainNS: addMissing(values.Catalog.Namespaces[chainNS], append([]string{memoryPlugin}, benchLibraryPlugins...))},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +254,17 @@ func benchValues(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return file
+}
+
+// addMissing is list with each of more it lacks appended, in order.
+func addMissing(list, more []string) []string {
+	out := slices.Clone(list)
+	for _, m := range more {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // tmpMedium says what plugin's /tmp is in pod: "disk" or the medium, with

@@ -39,6 +39,10 @@ const (
 	nodeBenchEnv = "E2E_NODE_BENCH"
 	// nodeBenchPodsEnv raises the pods per configuration (default 5).
 	nodeBenchPodsEnv = "E2E_NODE_BENCH_PODS"
+	// nodeBenchStartEnv, a regular expression, keeps only the pod-start
+	// configurations whose names it matches (the first, no plugins, is the
+	// anchor and always runs): one row measured without the whole part.
+	nodeBenchStartEnv = "E2E_NODE_BENCH_START"
 	// nodeBenchRunsEnv is the GenerateManifest requests per repository and
 	// medium (default 5, after one warm-up request).
 	nodeBenchRunsEnv = "E2E_NODE_BENCH_RUNS"
@@ -122,6 +126,8 @@ func TestNodeBench(t *testing.T) {
 			{"no plugins", func(n string) *corev1.Pod { return benchPod(tmpl, n, false, nil) }},
 			{"injected, 1 plugin", func(n string) *corev1.Pod { return benchPod(tmpl, n, true, one) }},
 			{"injected, 4 plugins", func(n string) *corev1.Pod { return benchPod(tmpl, n, true, benchPlugins) }},
+			// Every image carries cmp-server: no copy init container.
+			{libraryStart, func(n string) *corev1.Pod { return benchPod(tmpl, n, true, benchLibraryPlugins) }},
 			// Whose is each native sidecar's second (node_bench_gate_test.go).
 			{"injected, 1 plugin, no gate", func(n string) *corev1.Pod { return gateFreePod(injectedOne, n) }},
 			{"injected, 4 plugins, no gate", func(n string) *corev1.Pod { return gateFreePod(injected, n) }},
@@ -137,6 +143,7 @@ func TestNodeBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		configs = selectStarts(t, configs)
 		b.podStart(configs, pods)
 		after, err := node.PLEGRelists()
 		if err != nil {
