@@ -74,6 +74,9 @@ type options struct {
 	// refreshSize and refreshRounds: the refresh of a monorepo's apps.
 	refreshSize   string
 	refreshRounds int
+	// refreshRows keeps only these rows of the refresh (names as printed);
+	// Argo CD's, the anchor, always runs. Empty: every row.
+	refreshRows []string
 	webhookFor    time.Duration
 	concurrency   []int
 	protos        []string
@@ -115,6 +118,7 @@ func main() {
 	flag.BoolVar(&o.monorepo, "monorepo", true, "also the 20-app monorepo")
 	flag.StringVar(&o.refreshSize, "refresh-size", "quick", "the refresh of a monorepo's Applications: quick (20 apps, 600 files), 100 or 500 (apps, on 3,000 files / 30 MB)")
 	flag.IntVar(&o.refreshRounds, "refresh-rounds", 3, "refreshes per row, rows taking turns; the median is printed")
+	rows := flag.String("refresh-rows", "", "only these rows of the refresh, comma-separated names as printed (e.g. ours,ours-mgp); Argo CD's always runs")
 	flag.DurationVar(&o.webhookFor, "webhook-duration", 2*time.Second, "load duration per webhook concurrency and round")
 	flag.IntVar(&o.webhookRounds, "webhook-rounds", 3, "rounds of every webhook load, interleaved across the targets; the median is printed")
 	flag.Parse()
@@ -124,6 +128,9 @@ func main() {
 	}
 	if o.concurrency, err = ints(*conc); err != nil {
 		fatal(err)
+	}
+	if *rows != "" {
+		o.refreshRows = strings.Split(*rows, ",")
 	}
 	for _, p := range strings.Split(*protos, ",") {
 		if _, ok := protoTitle[p]; !ok {

@@ -86,7 +86,25 @@ func refreshConfigs(o options) []refreshConfig {
 			refreshConfig{name: b.name + "-cache", what: "+ render cache, refresh after a commit outside every app", argv: ours, repoEnv: tuned, readOnly: true, mgp: true, cached: true,
 				env: []string{keys.EnvRenderCacheSize + "=" + strconv.Itoa(64<<20), keys.EnvRenderCacheRevisionIndependent + "=true"}})
 	}
-	return out
+	if len(o.refreshRows) == 0 {
+		return out
+	}
+	return slices.DeleteFunc(out, func(c refreshConfig) bool { return c.name != "argo" && !slices.Contains(o.refreshRows, c.name) })
+}
+
+// checkRefreshRows refuses a --refresh-rows name that is no row.
+func checkRefreshRows(o options) error {
+	all := refreshConfigs(options{argo: o.argo, servers: o.servers, chunk: o.chunk, exclude: o.exclude})
+	for _, want := range o.refreshRows {
+		if !slices.ContainsFunc(all, func(c refreshConfig) bool { return c.name == want }) {
+			names := make([]string, len(all))
+			for i, c := range all {
+				names[i] = c.name
+			}
+			return fmt.Errorf("--refresh-rows: no row %q (rows: %s)", want, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // refreshResult is one row's figures, medians over the rounds.
@@ -103,6 +121,9 @@ func runRefresh(o options) error {
 	size, ok := refreshSizes[o.refreshSize]
 	if !ok {
 		return fmt.Errorf("--refresh-size %q: want quick, 100 or 500", o.refreshSize)
+	}
+	if err := checkRefreshRows(o); err != nil {
+		return err
 	}
 	if !exists(o.cmpbench) {
 		return fmt.Errorf("%s is missing: run `hack/tools.sh cmpbench`", o.cmpbench)
