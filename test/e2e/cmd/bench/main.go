@@ -77,9 +77,9 @@ type options struct {
 	// refreshRows keeps only these rows of the refresh (names as printed);
 	// Argo CD's, the anchor, always runs. Empty: every row.
 	refreshRows []string
-	webhookFor    time.Duration
-	concurrency   []int
-	protos        []string
+	webhookFor  time.Duration
+	concurrency []int
+	protos      []string
 	// webhookRounds of every load, interleaved across the targets.
 	webhookRounds int
 	// goals collects the pass lines printed after each repetition.
