@@ -7,7 +7,10 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	protov2 "google.golang.org/protobuf/proto"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/tracing"
 )
 
@@ -95,8 +98,9 @@ func (m *encodedManifests) compact() *encodedManifests {
 	return &encodedManifests{chunks: [][]byte{b}, size: m.size, count: m.count}
 }
 
-// codec is gRPC's proto codec, except that an *encodedManifests is sent as is.
-// gRPC checks the size against the send limit as for any message.
+// codec is gRPC's proto codec, except that an *encodedManifests is sent as is
+// (gRPC checks the size against the send limit as for any message) and a
+// repository chunk is received with one copy instead of two (Unmarshal).
 type codec struct{ encoding.CodecV2 }
 
 func newCodec() codec { return codec{encoding.GetCodecV2(proto.Name)} }
@@ -111,4 +115,66 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		out[i] = mem.SliceBuffer(chunk)
 	}
 	return out, nil
+}
+
+// A repository chunk arrives once per ARGOCD_CMP_CHUNK_SIZE bytes (256 KiB with
+// the injector's settings). gRPC's proto codec gathers each message into a
+// pooled buffer of the next size up (1 MiB for such a chunk), and
+// proto.Unmarshal then copies the chunk out of it. A chunk message is instead
+// gathered once into a slice of its own size, which the chunk then is: one
+// copy instead of two, and no MiB buffers kept in the pool. Under 20
+// concurrent streams the sidecar's peak was about 2 MiB lower (docs/performance.md).
+
+// aliasMin is the smallest message received this way: below it the pooled
+// buffers are small and the second copy cheap.
+const aliasMin = 32 << 10
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	req, ok := v.(*pluginpb.AppStreamRequest)
+	if !ok || data.Len() < aliasMin {
+		return c.CodecV2.Unmarshal(data, v)
+	}
+	return unmarshalRequest(data.Materialize(), req)
+}
+
+// unmarshalRequest is proto.Unmarshal of b into req, with a chunk message's
+// chunk kept as a slice of b.
+func unmarshalRequest(b []byte, req *pluginpb.AppStreamRequest) error {
+	if chunk, ok := fileChunk(b); ok {
+		req.Reset()
+		req.Request = &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: chunk}}
+		return nil
+	}
+	return protov2.Unmarshal(b, req)
+}
+
+// Field numbers of plugin.proto.
+const (
+	fieldRequestFile protowire.Number = 2 // AppStreamRequest.file
+	fieldFileChunk   protowire.Number = 1 // File.chunk
+)
+
+// fileChunk reads b as an AppStreamRequest holding a File holding a chunk and
+// nothing else, which is what clients send, and returns the chunk. Anything
+// else (the metadata, a field twice, an unknown field) is proto.Unmarshal's.
+func fileChunk(b []byte) ([]byte, bool) {
+	file, ok := onlyBytesField(b, fieldRequestFile)
+	if !ok {
+		return nil, false
+	}
+	return onlyBytesField(file, fieldFileChunk)
+}
+
+// onlyBytesField is the value of b's one field when b is exactly one
+// length-delimited field numbered num.
+func onlyBytesField(b []byte, num protowire.Number) ([]byte, bool) {
+	n, typ, tagLen := protowire.ConsumeTag(b)
+	if tagLen < 0 || n != num || typ != protowire.BytesType {
+		return nil, false
+	}
+	v, valLen := protowire.ConsumeBytes(b[tagLen:])
+	if valLen < 0 || tagLen+valLen != len(b) {
+		return nil, false
+	}
+	return v, true
 }
