@@ -159,7 +159,10 @@ func TestUnmarshalRequestMatchesProto(t *testing.T) {
 			}
 			var direct pluginpb.AppStreamRequest
 			b := append([]byte(nil), tc.wire...)
-			if err := unmarshalRequest(b, &direct); err == nil && tc.aliased {
+			if err := unmarshalRequest(b, &direct); tc.aliased {
+				if err != nil {
+					t.Fatal(err)
+				}
 				c := direct.GetFile().GetChunk()
 				if len(c) == 0 || &c[0] != &b[len(b)-len(c)] {
 					t.Fatal("the chunk was copied out of the received message")

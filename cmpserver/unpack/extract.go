@@ -89,7 +89,7 @@ func (x *extractor) barrier() error {
 // application controller's refresh (its status processors). At 256 KiB each
 // they were most of the server's heap under that load; at 64 KiB a bigger
 // file or a read costs a few more syscalls (of 64 KiB each) and the single
-// request is as fast (docs/performance.md, "Monorepos").
+// request is as fast (docs/performance.md, "Memory under 20 concurrent streams").
 const copyBuf = 64 << 10
 
 // readAhead is how much the decompressor reads at once: the stdlib's default

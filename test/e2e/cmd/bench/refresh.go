@@ -94,13 +94,14 @@ func refreshConfigs(o options) []refreshConfig {
 
 // checkRefreshRows refuses a --refresh-rows name that is no row.
 func checkRefreshRows(o options) error {
-	all := refreshConfigs(options{argo: o.argo, servers: o.servers, chunk: o.chunk, exclude: o.exclude})
+	every := o
+	every.refreshRows = nil
+	var names []string
+	for _, c := range refreshConfigs(every) {
+		names = append(names, c.name)
+	}
 	for _, want := range o.refreshRows {
-		if !slices.ContainsFunc(all, func(c refreshConfig) bool { return c.name == want }) {
-			names := make([]string, len(all))
-			for i, c := range all {
-				names[i] = c.name
-			}
+		if !slices.Contains(names, want) {
 			return fmt.Errorf("--refresh-rows: no row %q (rows: %s)", want, strings.Join(names, ", "))
 		}
 	}
