@@ -55,6 +55,9 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	current *catalog.Catalog
+	// loaded is the watcher's newest valid catalog: until it is current,
+	// the policies in place are an older catalog's and Ready says so.
+	loaded *catalog.Catalog
 	// catalogErr is why the file's newest version is not in use; applyErr
 	// why the last apply failed (or that none was made yet).
 	catalogErr, applyErr error
@@ -89,7 +92,13 @@ func (s *Syncer) Ready() error {
 	if s.catalogErr != nil {
 		return s.catalogErr
 	}
-	return s.applyErr
+	if s.applyErr != nil {
+		return s.applyErr
+	}
+	if s.loaded != nil && s.loaded != s.current {
+		return fmt.Errorf("catalog revision %q is loaded but its policies are not applied yet", s.loaded.Revision)
+	}
+	return nil
 }
 
 // Run applies now, on every change of the catalog file and every resync,
@@ -100,8 +109,8 @@ func (s *Syncer) Ready() error {
 func (s *Syncer) Run(ctx context.Context) {
 	w := catalog.NewWatcher(s.opts.CatalogFile, catalog.Options{}, catalog.Hooks{
 		Failed:    func(err error) { s.failed(fmt.Errorf("catalog %s: %w", s.opts.CatalogFile, err), "catalog") },
-		Loaded:    func(*catalog.Catalog) { s.setErr(&s.catalogErr, nil) },
-		Recovered: func(*catalog.Catalog) { s.setErr(&s.catalogErr, nil) },
+		Loaded:    s.loadedCatalog,
+		Recovered: s.loadedCatalog,
 	})
 	var applied *catalog.Catalog
 	var last time.Time
@@ -132,6 +141,14 @@ func (s *Syncer) failed(err error, stage string) {
 	} else {
 		s.setErr(&s.applyErr, err)
 	}
+}
+
+// loadedCatalog records the watcher's newest valid catalog, which ends a
+// catalog failure but not readiness: that waits for its apply.
+func (s *Syncer) loadedCatalog(c *catalog.Catalog) {
+	s.mu.Lock()
+	s.catalogErr, s.loaded = nil, c
+	s.mu.Unlock()
 }
 
 func (s *Syncer) setErr(field *error, err error) {

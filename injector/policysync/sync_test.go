@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/policy"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
@@ -112,5 +113,41 @@ func TestSyncerKeepsPoliciesEqualToTheCatalog(t *testing.T) {
 	}
 	if got := sample(t, reg, "cmp_injector_policy_applies_total"); got != 2 {
 		t.Errorf("applies = %v, want 2", got)
+	}
+}
+
+// A newer valid catalog is not ready until its policies are applied: the
+// metrics, Catalog and OnApplied all follow the apply, and readiness must not
+// run ahead of them.
+func TestReadyWaitsForTheLoadedCatalogsApply(t *testing.T) {
+	s, err := New(Options{Client: fake.NewClientset(), Policy: policy.Options{Name: "p"}, CatalogFile: "unused",
+		Poll: time.Second, Resync: time.Hour, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := catalog.Parse(catalogWithRevision(t, "r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := catalog.Parse(catalogWithRevision(t, "r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.loadedCatalog(r1)
+	if err := s.Apply(context.Background(), r1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(); err != nil {
+		t.Fatalf("r1 applied: %v", err)
+	}
+	s.loadedCatalog(r2)
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), `"r2"`) {
+		t.Fatalf("r2 loaded, not applied: Ready = %v", err)
+	}
+	if err := s.Apply(context.Background(), r2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(); err != nil {
+		t.Fatalf("r2 applied: %v", err)
 	}
 }
