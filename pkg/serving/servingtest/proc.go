@@ -57,3 +57,35 @@ func ProcessAlive(pid string) bool {
 	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
 }
+
+// CPUMs is the process's user and system CPU time and its waited-for
+// children's (a plugin server's commands, a repo-server's git), in ms.
+func CPUMs(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var ticks float64
+	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
+		v, err := strconv.ParseFloat(fields[i], 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += v
+	}
+	return ticks * 1000 / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// ResetPeakRSS starts the process's VmHWM over from its current RSS (the
+// kernel's clear_refs 5), so a later PeakRSSMiB is the peak of what came
+// after: one round of a bench, not the start-up before it.
+func ResetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}

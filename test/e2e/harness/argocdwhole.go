@@ -314,6 +314,10 @@ func (a *ArgoCD) API(method, path string, in, out any) error {
 // ApplicationPath is the API path of Application name.
 func ApplicationPath(name string) string { return "/api/v1/applications/" + url.PathEscape(name) }
 
+// ControllerPID is the application controller's process id, for a bench's
+// CPU figures.
+func (a *ArgoCD) ControllerPID() int { return a.controller.PID() }
+
 // Exited reports whether the API server or the controller has ended.
 func (a *ArgoCD) Exited() error {
 	for _, p := range []*Process{a.server, a.controller} {

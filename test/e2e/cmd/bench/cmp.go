@@ -261,7 +261,7 @@ func measureCMP(o options, base string, servers []server, floors []unpackFloor, 
 	pack := make([][]float64, len(running))
 	cpu0 := make([]float64, len(running))
 	for i, r := range running {
-		c, err := cpuMs(r.proc.pid())
+		c, err := servingtest.CPUMs(r.proc.pid())
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +287,7 @@ func measureCMP(o options, base string, servers []server, floors []unpackFloor, 
 	}
 	var out []result
 	for i, r := range running {
-		cpu1, err := cpuMs(r.proc.pid())
+		cpu1, err := servingtest.CPUMs(r.proc.pid())
 		if err != nil {
 			return nil, err
 		}
@@ -429,29 +429,6 @@ func median(v []float64) float64 {
 	sort.Float64s(s)
 	return s[len(s)/2]
 }
-
-// cpuMs is the process's user+system CPU time and its waited-for children's, in ms.
-func cpuMs(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	var ticks float64
-	for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
-		v, err := strconv.ParseFloat(fields[i], 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += v
-	}
-	return ticks * 1000 / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
 
 func numCPU() int { return runtime.NumCPU() }
 

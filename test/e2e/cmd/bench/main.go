@@ -108,7 +108,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "all", "cmp, refresh, webhook or all")
 	flag.IntVar(&o.runs, "runs", 5, "measured requests per repository and server (after one warm-up)")
 	flag.IntVar(&o.repeat, "repeat", 1, "repeat the whole comparison this many times, to see the spread")
-	flag.StringVar(&o.workRoot, "work-root", defaultWorkRoot(), "where repositories and request dirs live (tmpfs by default, as in a memory-backed emptyDir)")
+	flag.StringVar(&o.workRoot, "work-root", harness.MemoryWorkRoot(), "where repositories and request dirs live (tmpfs by default, as in a memory-backed emptyDir)")
 	flag.Var(&o.servers, "server", "NAME=PATH of a cmp-server binary to measure (repeatable; default ours=bin/cmp-server)")
 	flag.Var(&o.injectors, "injector", "NAME=PATH of a cmp-injector binary to measure (repeatable; default ours=bin/cmp-injector)")
 	flag.StringVar(&o.argo, "argocd", "", "Argo CD's multi-call binary, run as argocd-cmp-server (default bin/argocd when present)")
@@ -184,13 +184,6 @@ func run(o options) error {
 		o.goals.print()
 	}
 	return nil
-}
-
-func defaultWorkRoot() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 // pinned wraps argv in taskset -c cpu when taskset exists and the machine has

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/client"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/pkg/serving/servingtest"
+	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
 
 // The refresh (issue 40): a monorepo with N Applications refreshed at once,
@@ -26,34 +26,8 @@ import (
 // plugin's discovery rule (a kustomization.yaml in the app) is what Argo CD
 // documents. Hard refresh: nothing is cached by the repo-server.
 
-// refreshSize is one size of the refresh: --refresh-size quick|100|500.
-type refreshSize struct {
-	apps, files int
-}
-
-var refreshSizes = map[string]refreshSize{
-	// quick keeps make bench-e2e's refresh within a few minutes on 2 cores.
-	"quick": {apps: 20, files: 600},
-	"100":   {apps: 100, files: 3000},
-	"500":   {apps: 500, files: 3000},
-}
-
 // refreshStatusProcessors is the controller's --status-processors default.
 const refreshStatusProcessors = 20
-
-// refreshPlugin is Argo CD's documented sidecar plugin.yaml shape: discovery
-// by file name, a generate that prints the app's objects (one here, so the
-// figures are the servers' and the streams', not a tool's).
-const refreshPlugin = `apiVersion: argoproj.io/v1alpha1
-kind: ConfigManagementPlugin
-metadata:
-  name: %s
-spec:%s
-  discover:
-    fileName: "./kustomization.yaml"
-  generate:
-    command: [sh, -c, 'printf "{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"%%s\"}}" "$ARGOCD_APP_NAME"']
-`
 
 // refreshConfig is one row: a plugin server and the repo-server settings it
 // is measured with.
@@ -119,7 +93,7 @@ type refreshResult struct {
 }
 
 func runRefresh(o options) error {
-	size, ok := refreshSizes[o.refreshSize]
+	size, ok := harness.RefreshSizes[o.refreshSize]
 	if !ok {
 		return fmt.Errorf("--refresh-size %q: want quick, 100 or 500", o.refreshSize)
 	}
@@ -140,8 +114,8 @@ func runRefresh(o options) error {
 		return err
 	}
 	var named, discovered []string
-	for i := range size.apps {
-		app := fmt.Sprintf("apps/app-%03d", i)
+	for i := range size.Apps {
+		app := harness.RefreshApp(i)
 		if i%2 == 0 {
 			named = append(named, app)
 		} else {
@@ -149,7 +123,7 @@ func runRefresh(o options) error {
 		}
 	}
 	fmt.Printf("\n== refresh of %d Applications (%d naming the plugin, %d discovered) on one monorepo of %d files / %.0f MB, %d requests in flight (the controller's status processors), through Argo CD's repo-server code; %d rounds, rows taking turns, a fresh server per refresh\n",
-		size.apps, len(named), len(discovered), size.files, mb, refreshStatusProcessors, o.refreshRounds)
+		size.Apps, len(named), len(discovered), size.Files, mb, refreshStatusProcessors, o.refreshRounds)
 	cfgs := refreshConfigs(o)
 	runs := make([][]refreshResult, len(cfgs))
 	for round := range o.refreshRounds {
@@ -171,7 +145,7 @@ func runRefresh(o options) error {
 		results = append(results, r)
 	}
 	printRefresh(results)
-	o.goals.fromRefresh(results, size.apps)
+	o.goals.fromRefresh(results, size.Apps)
 	return nil
 }
 
@@ -195,7 +169,7 @@ func refreshOnce(o options, base, root string, c refreshConfig, named, discovere
 		}
 		rev = fmt.Sprintf("%040x", round*2+2)
 	}
-	cpu0, err := cpuMs(srv.proc.pid())
+	cpu0, err := servingtest.CPUMs(srv.proc.pid())
 	if err != nil {
 		return res, err
 	}
@@ -203,7 +177,7 @@ func refreshOnce(o options, base, root string, c refreshConfig, named, discovere
 	if err != nil {
 		return res, err
 	}
-	cpu1, err := cpuMs(srv.proc.pid())
+	cpu1, err := servingtest.CPUMs(srv.proc.pid())
 	if err != nil {
 		return res, err
 	}
@@ -217,7 +191,7 @@ func startRefreshServer(base string, c refreshConfig) (*cmpServer, error) {
 	if c.readOnly {
 		extra = "\n  readOnlyRepository: true"
 	}
-	return startPluginServer(base, server{name: c.name, argv: c.argv, env: c.env}, "refresh", fmt.Sprintf(refreshPlugin, "refresh", extra))
+	return startPluginServer(base, server{name: c.name, argv: c.argv, env: c.env}, harness.RefreshPluginName, harness.RefreshPluginYAML(extra))
 }
 
 // refresh runs one refresh of every app with cmpbench, pinned to the client
@@ -342,73 +316,15 @@ func printRefresh(rs []refreshResult) {
 	fmt.Println("   sidecar MiB: its peak RSS (VmHWM); MB sent and streams: the tarballs the repo-server's client sends, from their sizes)")
 }
 
-// genMonorepo writes a monorepo of size.files files of about 10 kB (a mix: per
-// app a kustomization.yaml and its manifests; shared Helm charts, kustomize
-// bases, docs and binary images, which do not compress) and commits it with
-// packed objects, as a clone holds it. It returns the files' size in MB.
-func genMonorepo(root string, size refreshSize) (float64, error) {
-	rng := rand.New(rand.NewPCG(uint64(size.files), uint64(size.apps)))
-	words := strings.Fields("apiVersion kind metadata name namespace spec replicas image tag values chart labels app selector template containers ports env")
-	text := func(n int) []byte {
-		var b bytes.Buffer
-		for b.Len() < n {
-			b.WriteString(words[rng.IntN(len(words))])
-			b.WriteString(": ")
-			b.WriteString(strconv.FormatUint(rng.Uint64(), 36))
-			b.WriteByte('\n')
-		}
-		return b.Bytes()[:n]
-	}
-	var total int
-	write := func(rel string, body []byte) error {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		total += len(body)
-		return os.WriteFile(p, body, 0o644)
-	}
-	const perApp = 4 // kustomization.yaml and three manifests
-	files := 0
-	for i := range size.apps {
-		app := fmt.Sprintf("apps/app-%03d", i)
-		if err := write(app+"/kustomization.yaml", []byte("resources: [deployment.yaml, service.yaml, config.yaml]\n")); err != nil {
-			return 0, err
-		}
-		for _, f := range []string{"deployment.yaml", "service.yaml", "config.yaml"} {
-			if err := write(app+"/"+f, text(10_000)); err != nil {
-				return 0, err
-			}
-		}
-		files += perApp
-	}
-	for i := 0; files < size.files; i, files = i+1, files+1 {
-		var err error
-		switch i % 10 {
-		case 0, 1, 2:
-			err = write(fmt.Sprintf("charts/chart-%02d/templates/t%d.yaml", i%20, i), text(10_000))
-		case 3, 4, 5:
-			err = write(fmt.Sprintf("bases/base-%02d/b%d.yaml", i%30, i), text(10_000))
-		case 6, 7, 8:
-			err = write(fmt.Sprintf("docs/d%d.md", i), text(10_000))
-		default:
-			img := make([]byte, 10_000)
-			for j := 0; j+8 <= len(img); j += 8 {
-				v := rng.Uint64()
-				for k := range 8 {
-					img[j+k] = byte(v >> (8 * k))
-				}
-			}
-			err = write(fmt.Sprintf("images/i%d.png", i), img)
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	if err := commitAll(root, "monorepo"); err != nil {
+// genMonorepo writes the refresh's monorepo of size (harness.Monorepo) and
+// commits it with packed objects, as a clone holds it. It returns the files'
+// size in MB.
+func genMonorepo(root string, size harness.RefreshSize) (float64, error) {
+	mb, err := harness.Monorepo(root, size)
+	if err != nil {
 		return 0, err
 	}
-	return float64(total) / 1e6, nil
+	return mb, commitAll(root, "monorepo")
 }
 
 // commits numbers the commits outside every app, so each changes the file.
