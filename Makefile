@@ -160,11 +160,20 @@ bench:
 ## driven by Argo CD's repo-server code (stock and tuned repo-server), and the
 ## webhook against a no-op TLS floor, side by side with ratios (BENCH_ARGS to add
 ## flags, e.g. BENCH_ARGS='--repeat 3'), then the pass lines (PASS/MISS against the
-## goals, as ratios of the same run's figures); nothing asserts a time
+## goals, as ratios of the same run's figures); then the monorepo's hard refresh
+## through the whole Argo CD, its application controller driving its repo-server
+## around Argo CD's hand-written sidecar and ours (TestRefreshBench:
+## BENCH_REFRESH_SIZE=quick|100|500, empty to skip; BENCH_REFRESH_ROUNDS); nothing
+## asserts a time
 BENCH_ARGS ?=
+BENCH_REFRESH_SIZE ?= quick
+BENCH_REFRESH_ROUNDS ?= 3
 bench-e2e: build
-	hack/tools.sh argocd cmpbench
+	hack/tools.sh argocd cmpbench etcd kube-apiserver kube-controller-manager redis-server helm
 	PATH="$(BIN):$$PATH" go run ./test/e2e/cmd/bench $(BENCH_ARGS)
+	@if [ -n "$(BENCH_REFRESH_SIZE)" ]; then \
+	  E2E_REFRESH_BENCH=1 E2E_REFRESH_BENCH_SIZE=$(BENCH_REFRESH_SIZE) E2E_REFRESH_BENCH_ROUNDS=$(BENCH_REFRESH_ROUNDS) \
+	  E2E_KUBE_APISERVER=kube-apiserver PATH="$(BIN):$$PATH" go test -count=1 -timeout 300m -v -run '^TestRefreshBench$$' ./test/e2e/; fi
 
 ## bench-node: the real node's figures (root; see e2e-node): pod creation → each
 ## container started → repo-server started → Ready for 0, 1 and 4 plugins injected (and 4 library plugins, no copy),
