@@ -38,6 +38,10 @@ const (
 	// E2E_REFRESH_BENCH_ROOT is where the repo-server pods' volumes live:
 	// tmpfs by default (harness.MemoryWorkRoot, a memory-backed emptyDir).
 	refreshBenchRootEnv = "E2E_REFRESH_BENCH_ROOT"
+	// E2E_REFRESH_BENCH_CHUNKS=1024,32760 adds a row of ours per chunk size,
+	// set on the repo-server container as an admin would (the injector keeps
+	// an explicit value): what the injector's default is chosen against.
+	refreshBenchChunksEnv = "E2E_REFRESH_BENCH_CHUNKS"
 )
 
 // refreshControllerArgs are the application controller's stock fan-out (its
@@ -104,13 +108,32 @@ func TestRefreshBench(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
 
-	oursNS := newNamespace(t, "refresh-ours", enabledNS)
-	startInjector(t, refreshBenchCatalog(t, oursNS))
-	waitActive(t, oursNS)
-	ours := startRefreshRow(t, rel, root, "ours", "cmp-server injected by the webhook, the injector's repo-server settings", oursNS, nil)
-	argo := startRefreshRow(t, rel, root, "argo", "Argo CD's argocd-cmp-server as its docs write the sidecar, stock repo-server",
-		newNamespace(t, "refresh-argo", nil), ours.injectedPod(t))
+	var chunks []int
+	for _, f := range strings.Split(os.Getenv(refreshBenchChunksEnv), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			t.Fatalf("%s: %q is no chunk size in bytes", refreshBenchChunksEnv, f)
+		}
+		chunks = append(chunks, n)
+	}
+	oursNS := make([]string, 1+len(chunks))
+	for i := range oursNS {
+		oursNS[i] = newNamespace(t, "refresh-ours", enabledNS)
+	}
+	startInjector(t, refreshBenchCatalog(t, oursNS...))
+	waitActive(t, oursNS[0])
+	ours := startRefreshRow(t, rel, root, refreshRowSpec{name: "ours", ns: oursNS[0],
+		what: "cmp-server injected by the webhook, the injector's repo-server settings"})
+	argo := startRefreshRow(t, rel, root, refreshRowSpec{name: "argo", ns: newNamespace(t, "refresh-argo", nil), handWritten: ours.injectedPod(t),
+		what: "Argo CD's argocd-cmp-server as its docs write the sidecar, stock repo-server"})
 	rows := []*refreshRow{argo, ours}
+	for i, chunk := range chunks {
+		rows = append(rows, startRefreshRow(t, rel, root, refreshRowSpec{name: fmt.Sprintf("ours-%d", chunk), ns: oursNS[i+1], chunk: chunk,
+			what: fmt.Sprintf("ours, the repo-server container setting %s=%d itself", keys.EnvCMPChunkSize, chunk)}))
+	}
 
 	t.Logf("refresh of %d Applications (%d naming the plugin, %d discovered) on one monorepo of %d files / %.0f MB, Argo CD %s's application controller with %s; the pods' volumes under %s",
 		size.Apps, (size.Apps+1)/2, size.Apps/2, size.Files, mb, rel.Version, strings.Join(refreshControllerArgs, " "), root)
@@ -133,11 +156,15 @@ func TestRefreshBench(t *testing.T) {
 }
 
 // refreshBenchCatalog is the example catalog with the refresh's plugin,
-// enabled (with helm, which waitActive's probe asks for) in ns.
-func refreshBenchCatalog(t *testing.T, ns string) []byte {
+// enabled (with helm, which waitActive's probe asks for) in namespaces.
+func refreshBenchCatalog(t *testing.T, namespaces ...string) []byte {
 	t.Helper()
+	enabled := map[string][]string{}
+	for _, ns := range namespaces {
+		enabled[ns] = []string{"helm", harness.RefreshPluginName}
+	}
 	var cat, cfg map[string]any
-	if err := yaml.Unmarshal(catalogFor(t, true, map[string][]string{ns: {"helm", harness.RefreshPluginName}}), &cat); err != nil {
+	if err := yaml.Unmarshal(catalogFor(t, true, enabled), &cat); err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal([]byte(harness.RefreshPluginYAML("")), &cfg); err != nil {
@@ -152,14 +179,24 @@ func refreshBenchCatalog(t *testing.T, ns string) []byte {
 	return b
 }
 
-// startRefreshRow starts a row's stack in ns, its pod's volumes under root: Redis, Argo CD's settings, the
-// repo-server pod and Argo CD's API server and controller. With injected nil
-// the pod asks the webhook for the plugin; otherwise it is the chain's
-// repo-server with the plugin's sidecar written by hand as Argo CD documents
-// it (argoSidecars), running the image the injected pod runs.
-func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root, name, what, ns string, injected *corev1.Pod) *refreshRow {
+// refreshRowSpec says what a row runs: ours as the webhook injects it (with
+// the repo-server container setting the chunk size itself when chunk is
+// set), or, with handWritten (ours' stored pod, for its sidecar's image),
+// the chain's repo-server with the plugin's sidecar written by hand as Argo
+// CD documents it (argoSidecars).
+type refreshRowSpec struct {
+	name, what, ns string
+	handWritten    *corev1.Pod
+	chunk          int
+}
+
+// startRefreshRow starts a row's stack in its namespace, its pod's volumes
+// under root: Redis, Argo CD's settings, the repo-server pod and Argo CD's
+// API server and controller.
+func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root string, spec refreshRowSpec) *refreshRow {
 	t.Helper()
 	c := env.cp.Client()
+	name, ns := spec.name, spec.ns
 	redis, err := harness.StartRedis(filepath.Join(env.root, "refresh-"+name+"-redis"), redisSecret, env.logFile)
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +206,12 @@ func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root, name, what, ns
 
 	pod := repoServerPod(t, "repo-server-refresh-"+name, rel.Image(), harness.RefreshPluginName)
 	sidecar := keys.SidecarName(harness.RefreshPluginName)
-	if injected != nil {
-		pod = argoSidecars(benchPod(pod, pod.Name, false, nil), injected, []string{harness.RefreshPluginName})
+	chunk := corev1.EnvVar{Name: keys.EnvCMPChunkSize, Value: strconv.Itoa(spec.chunk)}
+	if spec.chunk > 0 {
+		findContainer(pod, repoServer).Env = append(findContainer(pod, repoServer).Env, chunk)
+	}
+	if spec.handWritten != nil {
+		pod = argoSidecars(benchPod(pod, pod.Name, false, nil), spec.handWritten, []string{harness.RefreshPluginName})
 		sidecar = harness.RefreshPluginName
 		cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 			"metadata": map[string]any{"name": argoPluginConfigMap(harness.RefreshPluginName)},
@@ -180,8 +221,11 @@ func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root, name, what, ns
 		}
 	}
 	stored := createStored(t, ns, pod)
-	if injected == nil && stored.Annotations[keys.StatusAnnotation] == "" {
+	if spec.handWritten == nil && stored.Annotations[keys.StatusAnnotation] == "" {
 		t.Fatalf("the webhook did not inject %s", stored.Name)
+	}
+	if spec.chunk > 0 && !slices.Contains(findContainer(stored, repoServer).Env, chunk) {
+		t.Fatalf("%s: the injected repo-server does not keep its own %s=%d: %v", name, chunk.Name, spec.chunk, findContainer(stored, repoServer).Env)
 	}
 	rs, err := harness.BootRepoServer(c, stored, rel, env.bins["cmp-server"], filepath.Join(root, name), env.logFile)
 	if err != nil {
@@ -197,7 +241,7 @@ func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root, name, what, ns
 		t.Fatal(err)
 	}
 	t.Cleanup(argo.Stop)
-	return &refreshRow{name: name, what: what, ns: ns, dest: newNamespace(t, "refresh-dest", nil), argo: argo, rs: rs, sidecar: sidecar}
+	return &refreshRow{name: name, what: spec.what, ns: ns, dest: newNamespace(t, "refresh-dest", nil), argo: argo, rs: rs, sidecar: sidecar}
 }
 
 // injectedPod is the row's stored repo-server pod (ours: injected).
@@ -363,7 +407,7 @@ func (r *refreshRow) waitRefreshed(t *testing.T, commit string, start time.Time)
 // peak RSS of the repo-server and the plugin server over the round.
 func (r *refreshRow) hardRefresh(t *testing.T, commit string) refreshRound {
 	t.Helper()
-	repo, side := r.process(t, "argocd-repo-server"), r.process(t, r.sidecar)
+	repo, side := r.process(t, repoServer), r.process(t, r.sidecar)
 	pids := []int{repo.PID(), side.PID(), r.argo.ControllerPID()}
 	cpu0 := make([]float64, len(pids))
 	for i, pid := range pids {
@@ -424,7 +468,7 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 		{"sidecar MiB", func(r refreshRound) float64 { return r.sideMiB }},
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "hard refresh through the application controller, medians of %d rounds:\n  %-5s", len(runs[0]), "row")
+	fmt.Fprintf(&b, "hard refresh through the application controller, medians of %d rounds:\n  %-10s", len(runs[0]), "row")
 	for _, c := range cols {
 		fmt.Fprintf(&b, " %19s %6s", c.name, "× argo")
 	}
@@ -435,7 +479,7 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 	}
 	ratios := make([][]float64, len(rows))
 	for i, r := range rows {
-		fmt.Fprintf(&b, "  %-5s", r.name)
+		fmt.Fprintf(&b, "  %-10s", r.name)
 		for j, c := range cols {
 			v := med(runs[i], c.f)
 			ratio := v / anchor[j]
@@ -453,7 +497,7 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 		fmt.Fprintf(&b, "   %.0f-%.0f   %d\n", slices.Min(walls), slices.Max(walls), failed)
 	}
 	for _, r := range rows {
-		fmt.Fprintf(&b, "  %-5s %s\n", r.name, r.what)
+		fmt.Fprintf(&b, "  %-10s %s\n", r.name, r.what)
 	}
 	b.WriteString("  (CPU: each process's own and its waited-for children's over the round; MiB: peak RSS (VmHWM) over the round)\n")
 	for i, r := range rows[1:] {
