@@ -117,10 +117,11 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return out, nil
 }
 
-// A repository chunk arrives once per ARGOCD_CMP_CHUNK_SIZE bytes (256 KiB with
-// the injector's settings). gRPC's proto codec gathers each message into a
-// pooled buffer of the next size up (1 MiB for such a chunk), and
-// proto.Unmarshal then copies the chunk out of it. A chunk message is instead
+// A repository chunk arrives once per ARGOCD_CMP_CHUNK_SIZE bytes (32,000 with
+// the injector's settings; an admin may set more). gRPC's proto codec gathers
+// each message into a pooled buffer of the next size up (1 MiB for any chunk
+// over 32 KiB), and proto.Unmarshal then copies the chunk out of it. A chunk
+// message of at least aliasMin is instead
 // gathered once into a slice of its own size, which the chunk then is: one
 // copy instead of two, and no MiB buffers kept in the pool. Under 20
 // concurrent streams the sidecar's peak was about 2 MiB lower (docs/performance.md).

@@ -435,7 +435,7 @@ type tgzSpool struct {
 
 // spoolFlush is the write size of gathered chunks: 1 KiB chunks (the
 // repo-server's default) cost the file one syscall per 64 KiB. A chunk of at
-// least spoolGather bytes (the injector's are 256 KiB) is written as it came
+// least spoolGather bytes (the injector's are 32,000) is written as it came
 // when nothing is gathered, and such a stream never holds a gathering buffer:
 // under the application controller's 20 concurrent refreshes every buffer a
 // stream holds is held 20 times.

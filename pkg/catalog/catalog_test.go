@@ -240,13 +240,13 @@ func TestRepoServerSettings(t *testing.T) {
 		name, repoServer string
 		want             []string // NAME=value
 	}{
-		{"defaults", "", []string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git"}},
+		{"defaults", "", []string{"ARGOCD_CMP_CHUNK_SIZE=32000", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git"}},
 		{"both off", "  repoServer: {cmpChunkSize: 0, pluginTarExclusions: []}\n", nil},
 		{"own values", "  repoServer: {cmpChunkSize: 262144, pluginTarExclusions: [.git, 'docs/*']}\n",
 			[]string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git;docs/*"}},
-		{"chunk only", "  repoServer: {pluginTarExclusions: []}\n", []string{"ARGOCD_CMP_CHUNK_SIZE=262144"}},
+		{"chunk only", "  repoServer: {pluginTarExclusions: []}\n", []string{"ARGOCD_CMP_CHUNK_SIZE=32000"}},
 		{"manifest-generate-paths, opted in", "  repoServer: {pluginUseManifestGeneratePaths: true}\n",
-			[]string{"ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git", "ARGOCD_REPO_SERVER_PLUGIN_USE_MANIFEST_GENERATE_PATHS=true"}},
+			[]string{"ARGOCD_CMP_CHUNK_SIZE=32000", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git", "ARGOCD_REPO_SERVER_PLUGIN_USE_MANIFEST_GENERATE_PATHS=true"}},
 	} {
 		c, err := Parse([]byte(head + tc.repoServer + tail))
 		if err != nil {

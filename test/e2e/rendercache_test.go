@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cmp-injector/cmp-injector/pkg/catalog"
 	"github.com/cmp-injector/cmp-injector/pkg/keys"
 	"github.com/cmp-injector/cmp-injector/test/e2e/harness"
 )
@@ -87,7 +89,7 @@ spec:
 		}
 		cmd := exec.Command(cmpbench, args...)
 		// The injector's repo-server settings.
-		cmd.Env = append(os.Environ(), "ARGOCD_CMP_CHUNK_SIZE=262144", "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git")
+		cmd.Env = append(os.Environ(), keys.EnvCMPChunkSize+"="+strconv.Itoa(catalog.DefaultCMPChunkSize), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git")
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {
