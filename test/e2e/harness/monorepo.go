@@ -118,16 +118,3 @@ func Monorepo(root string, size RefreshSize) (float64, error) {
 	}
 	return float64(total) / 1e6, nil
 }
-
-// MemoryWorkRoot is where a bench's request dirs live: tmpfs when the
-// machine has /dev/shm, as in a memory-backed emptyDir. This VM's disk is an
-// ext4 without a journal, on which every file creation scans the inodes
-// deleted in the last seconds (the kernel's recently_deleted): a plugin
-// server unpacking thousands of files per second there spends most of its CPU
-// in that scan, which a journaled node disk does not have.
-func MemoryWorkRoot() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm"
-	}
-	return os.TempDir()
-}
