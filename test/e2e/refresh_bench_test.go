@@ -63,7 +63,8 @@ type refreshRow struct {
 	ns, dest   string
 	argo       *harness.ArgoCD
 	rs         *harness.RepoServer
-	sidecar    string // the plugin server's container
+	pod        *corev1.Pod // the repo-server pod as the apiserver stored it
+	sidecar    string      // the plugin server's container
 	apps       int
 }
 
@@ -127,7 +128,7 @@ func TestRefreshBench(t *testing.T) {
 	waitActive(t, oursNS[0])
 	ours := startRefreshRow(t, rel, root, refreshRowSpec{name: "ours", ns: oursNS[0],
 		what: "cmp-server injected by the webhook, the injector's repo-server settings"})
-	argo := startRefreshRow(t, rel, root, refreshRowSpec{name: "argo", ns: newNamespace(t, "refresh-argo", nil), handWritten: ours.injectedPod(t),
+	argo := startRefreshRow(t, rel, root, refreshRowSpec{name: "argo", ns: newNamespace(t, "refresh-argo", nil), handWritten: ours.pod,
 		what: "Argo CD's argocd-cmp-server as its docs write the sidecar, stock repo-server"})
 	rows := []*refreshRow{argo, ours}
 	for i, chunk := range chunks {
@@ -241,20 +242,10 @@ func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root string, spec re
 		t.Fatal(err)
 	}
 	t.Cleanup(argo.Stop)
-	return &refreshRow{name: name, what: spec.what, ns: ns, dest: newNamespace(t, "refresh-dest", nil), argo: argo, rs: rs, sidecar: sidecar}
+	return &refreshRow{name: name, what: spec.what, ns: ns, dest: newNamespace(t, "refresh-dest", nil), argo: argo, rs: rs, pod: stored, sidecar: sidecar}
 }
 
-// injectedPod is the row's stored repo-server pod (ours: injected).
-func (r *refreshRow) injectedPod(t *testing.T) *corev1.Pod {
-	t.Helper()
-	pod, err := env.cp.Client().GetPod(r.ns, "repo-server-refresh-"+r.name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pod
-}
-
-// process is the booted pod's container name.
+// process is the process running the booted pod's container name.
 func (r *refreshRow) process(t *testing.T, name string) *harness.Process {
 	t.Helper()
 	for _, p := range r.rs.Pod.Processes() {
@@ -438,7 +429,7 @@ func (r *refreshRow) hardRefresh(t *testing.T, commit string) refreshRound {
 		}
 		cpu[i] = v - cpu0[i]
 	}
-	return refreshRound{wallMs: float64(wall.Microseconds()) / 1000, repoCPUMs: cpu[0], sideCPUMs: cpu[1], ctrlMs: cpu[2],
+	return refreshRound{wallMs: ms(wall), repoCPUMs: cpu[0], sideCPUMs: cpu[1], ctrlMs: cpu[2],
 		repoMiB: servingtest.PeakRSSMiB(pids[0]), sideMiB: servingtest.PeakRSSMiB(pids[1]), failed: failed}
 }
 
@@ -450,11 +441,7 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 		for i, r := range rs {
 			v[i] = f(r)
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return median(v)
 	}
 	cols := []struct {
 		name string
@@ -505,7 +492,7 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 			what string
 			col  int
 			goal float64
-		}{{"wall", 0, 0.5}, {"sidecar CPU", 2, 0.3}, {"sidecar peak memory", 5, 0.3}} {
+		}{{"wall", 0, harness.RefreshGoalWall}, {"sidecar CPU", 2, harness.RefreshGoalSidecarCPU}, {"sidecar peak memory", 5, harness.RefreshGoalSidecarRSS}} {
 			verdict := "PASS"
 			if ratios[i+1][g.col] > g.goal {
 				verdict = "MISS"
