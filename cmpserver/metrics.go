@@ -16,6 +16,7 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/command"
 	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/rendercache"
+	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 	"github.com/cmp-injector/cmp-injector/pkg/serving"
 	"github.com/cmp-injector/cmp-injector/pkg/tenancy"
 )
@@ -39,6 +40,7 @@ type metrics struct {
 	cacheEvictions *prometheus.CounterVec
 	cacheEntries   prometheus.Gauge
 	cacheBytes     prometheus.Gauge
+	matchSettled   prometheus.Counter
 }
 
 // newMetrics registers every cmp_server_ metric on a new registry.
@@ -104,6 +106,10 @@ func newMetrics() *metrics {
 			Name: "cmp_server_render_cache_bytes",
 			Help: "Bytes of the answers held by the render cache of the configuration being served (at most --render-cache-size).",
 		}),
+		matchSettled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cmp_server_match_settled_total",
+			Help: "MatchRepository requests whose discovery rule (fileName or find.glob) matched before the end of the repository tarball: the rest was received and its checksum verified, but not unpacked.",
+		}),
 	}
 	for _, r := range []string{cacheHit, cacheMiss} {
 		m.cacheLookups.WithLabelValues(r)
@@ -122,7 +128,7 @@ func newMetrics() *metrics {
 	}
 	m.Registry.MustRegister(m.requests, m.requestDuration, m.receivedBytes, m.inFlight, m.commandDuration, m.commandExits,
 		m.configReloads, m.configInfo, m.refusals, m.metricsDropped,
-		m.cacheLookups, m.cacheEvictions, m.cacheEntries, m.cacheBytes,
+		m.cacheLookups, m.cacheEvictions, m.cacheEntries, m.cacheBytes, m.matchSettled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -169,8 +175,12 @@ func (m *metrics) refused(rpc string, reason tenancy.Reason) {
 	m.refusals.WithLabelValues(rpc, string(reason)).Inc()
 }
 
-func (m *metrics) received(rpc string, n int64) {
-	m.receivedBytes.WithLabelValues(rpc).Add(float64(n))
+// received counts a repository received (Request.Received).
+func (m *metrics) received(rpc string, repo *unpack.Repo) {
+	m.receivedBytes.WithLabelValues(rpc).Add(float64(repo.Size))
+	if repo.Settled {
+		m.matchSettled.Inc()
+	}
 }
 
 func (m *metrics) observe(method string, start time.Time, err error) {

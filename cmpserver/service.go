@@ -218,11 +218,11 @@ func runRequest[T any](ctx context.Context, s *requestRunner, stream unpack.Stre
 		}
 	}
 	rq.Received = func(repo *unpack.Repo) {
-		s.metrics.received(rpc, repo.Size)
+		s.metrics.received(rpc, repo)
 		if span.Recording() {
 			span.Set(appAttributes(repo.Meta)...)
 		}
-		rq.Log.Debug("repository received", zap.Int64("compressed_bytes", repo.Size),
+		rq.Log.Debug("repository received", zap.Int64("compressed_bytes", repo.Size), zap.Int("files", repo.Files), zap.Bool("match_settled", repo.Settled),
 			zap.String("env_names", command.EnvNames(repo.Meta.GetEnv())), zap.Duration("receive", time.Since(start)))
 	}
 	out, stage, err := request.Run(ctx, rq, stream, fn)

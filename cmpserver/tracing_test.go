@@ -223,13 +223,15 @@ func TestNoTracerNoSpans(t *testing.T) {
 
 // TestDiscoveryByNameUnpacksNoContent: a MatchRepository whose rule reads
 // names only (fileName, find.glob) unpacks the stream as empty files, which
-// its Untgz span says; a find.command rule, which may read content, and a
-// readOnlyRepository plugin, whose shared tree serves its generations too,
-// get the whole tree.
+// its Untgz span says, and stops unpacking once the rule matches the tree so
+// far (the app's files come before docs/ in the stream), counted by
+// cmp_server_match_settled_total; a find.command rule, which may read
+// content, and a readOnlyRepository plugin, whose shared tree serves its
+// generations too, get the whole tree.
 func TestDiscoveryByNameUnpacksNoContent(t *testing.T) {
 	t.Parallel()
 	base := "kind: ConfigManagementPlugin\nmetadata: {name: disc}\nspec:\n  generate: {command: [\"true\"]}\n"
-	root := writeTree(t, map[string]string{"app/kustomization.yaml": "resources: []\n"})
+	root := writeTree(t, map[string]string{"app/kustomization.yaml": "resources: []\n", "docs/a.md": "a", "docs/b.md": "b"})
 	for _, tc := range []struct {
 		name, spec string
 		namesOnly  bool
@@ -249,9 +251,19 @@ func TestDiscoveryByNameUnpacksNoContent(t *testing.T) {
 		if len(spans[tracing.SpanUntgz]) != 1 {
 			t.Fatalf("%s: %d untgz spans", tc.name, len(spans[tracing.SpanUntgz]))
 		}
-		v, _ := attr(spans[tracing.SpanUntgz][0], tracing.AttrNamesOnly)
+		untgz := spans[tracing.SpanUntgz][0]
+		v, _ := attr(untgz, tracing.AttrNamesOnly)
 		if v.AsBool() != tc.namesOnly {
 			t.Errorf("%s: names only %v, want %v", tc.name, v.AsBool(), tc.namesOnly)
+		}
+		settled, _ := attr(untgz, tracing.AttrMatchSettled)
+		files, _ := attr(untgz, tracing.AttrFiles)
+		n := metricValue(t, ts.srv.metricSet(), "cmp_server_match_settled_total")
+		if settled.AsBool() != tc.namesOnly || (n == 1) != tc.namesOnly {
+			t.Errorf("%s: settled %v, cmp_server_match_settled_total %v; want settled %v", tc.name, settled.AsBool(), n, tc.namesOnly)
+		}
+		if tc.namesOnly && files.AsInt64() >= 5 {
+			t.Errorf("%s: %d entries unpacked, want app/ and its file, not docs/", tc.name, files.AsInt64())
 		}
 	}
 }

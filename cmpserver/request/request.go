@@ -32,7 +32,9 @@ type Request struct {
 	Extract bool          // the repository is unpacked (not for a match without discovery)
 	Trees   *unpack.Trees // the shared trees of a readOnlyRepository plugin; nil: a private tree
 	// NamesOnly unpacks a private tree's files empty (unpack.Target.NamesOnly):
-	// the request's fn reads names only (a discovery rule by file name or glob).
+	// the request's fn reads names only (a discovery rule by file name or
+	// glob), and the unpacking stops once that rule matches the tree so far
+	// (Engine.MatchSettled).
 	NamesOnly bool
 	Limits    unpack.Limits
 	Idle      time.Duration // --stream-idle-timeout; 0: none
@@ -169,7 +171,7 @@ func (r *Request) receive(ctx context.Context, stream unpack.Stream) (refused bo
 	if span.Recording() && r.repo != nil {
 		span.Set(tracing.AttrBytes.Int64(r.repo.Size), tracing.AttrFiles.Int(r.repo.Files))
 		if r.NamesOnly {
-			span.Set(tracing.AttrNamesOnly.Bool(true))
+			span.Set(tracing.AttrNamesOnly.Bool(true), tracing.AttrMatchSettled.Bool(r.repo.Settled))
 		}
 		if r.Trees != nil {
 			span.Set(tracing.AttrSharedTree.Bool(r.lease != nil && !r.lease.Fresh()))
@@ -201,7 +203,9 @@ func (r *Request) target(meta *pluginpb.ManifestRequestMetadata) *unpack.Target 
 	}
 	if r.Trees == nil {
 		to := r.Engine.UnpackTo(r.dir)
-		to.NamesOnly = r.NamesOnly
+		if r.NamesOnly {
+			to.NamesOnly, to.Settled = true, r.Engine.MatchSettled(r.dir, meta.GetAppRelPath())
+		}
 		return to
 	}
 	key := unpack.TreeKey{Checksum: meta.GetChecksum(), PreserveMode: r.Engine.PreserveMode()}

@@ -51,6 +51,9 @@ const (
 	// AttrNamesOnly: the tree was unpacked as empty files (a discovery
 	// rule by file name or glob reads no content).
 	AttrNamesOnly = attribute.Key("cmp.repo.names_only")
+	// AttrMatchSettled: the discovery rule matched before the tarball's
+	// end, and the rest was verified but not unpacked (unpack.Repo.Settled).
+	AttrMatchSettled = attribute.Key("cmp.repo.match_settled")
 	// AttrRenderCacheHit: the answer came from the render cache; the
 	// stream was only verified.
 	AttrRenderCacheHit = attribute.Key("cmp.render_cache.hit")

@@ -55,6 +55,7 @@ type extractor struct {
 	preserveMode bool
 	readOnly     bool
 	namesOnly    bool
+	settled      func(rel string) bool // see extractOptions.settled
 
 	// gate, if set, is called before a file is written with the declared
 	// size of all files so far, that one included; an error ends the extraction.
@@ -113,7 +114,10 @@ type extractOptions struct {
 	// discovery rule by file name or glob reads (see Target.NamesOnly).
 	// Limits count the declared sizes as if written.
 	namesOnly bool
-	gate      func(int64) error // see extractor.gate
+	// settled, with namesOnly, ends the extraction without error once it
+	// reports that the tree so far gives the answer (Target.Settled).
+	settled func(rel string) bool
+	gate    func(int64) error // see extractor.gate
 	// stats, if set, is given the extraction's counts (the entries for the
 	// request's trace; the link work for tests).
 	stats *extractStats
@@ -126,9 +130,10 @@ type extractOptions struct {
 // extractStats counts the entries unpacked and the work of resolving
 // symlinks, which tests bound.
 type extractStats struct {
-	files     int // tar entries read
-	linkSteps int // path components walked and links followed
-	lstats    int // Lstat calls made to resolve links
+	files     int  // tar entries read
+	settled   bool // extractOptions.settled ended the extraction
+	linkSteps int  // path components walked and links followed
+	lstats    int  // Lstat calls made to resolve links
 }
 
 // extractTgzWith is extractTgz with options.
@@ -153,6 +158,11 @@ func extractTgzWith(r io.Reader, dest string, o extractOptions) error {
 		defer x.writers.close()
 	}
 	x.readOnly, x.namesOnly = o.readOnly, o.namesOnly
+	if o.namesOnly {
+		// Only a names-only tree is for an answer read from names; a tree
+		// a command runs on is always complete.
+		x.settled = o.settled
+	}
 	x.linkSteps = cmp.Or(o.linkSteps, maxSymlinkSteps)
 	if o.stats != nil {
 		defer func() { x.stats.files = x.files; *o.stats = x.stats }()
@@ -216,6 +226,11 @@ func (x *extractor) run(gz io.Reader) error {
 			return fmt.Errorf("error reading repository tarball: %w", err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
+			if errors.Is(err, errSettled) {
+				// No symlink so far (entry), so there is no link to resolve.
+				x.stats.settled = true
+				return nil
+			}
 			return err
 		}
 	}
@@ -302,15 +317,24 @@ func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.mkdir(rel, x.mode(hdr, 0o755)|0o700)
+		err = x.mkdir(rel, x.mode(hdr, 0o755)|0o700)
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old writers still mark files TypeRegA; Argo CD reads them
-		return x.writeFile(rel, hdr, body)
+		err = x.writeFile(rel, hdr, body)
 	case tar.TypeSymlink:
 		return x.symlink(rel, hdr.Linkname)
 	default:
 		return fmt.Errorf("illegal entry in archive: %q has unsupported type %q (only files, directories and symlinks are allowed)", hdr.Name, hdr.Typeflag)
 	}
+	if err == nil && x.settled != nil && len(x.symlinks) == 0 && x.settled(rel) {
+		// Without links, later entries only add names (a duplicate replaces
+		// a file, never removes one), so the answer cannot change.
+		return errSettled
+	}
+	return err
 }
+
+// errSettled ends an extraction whose settled reported the answer found.
+var errSettled = errors.New("the tree so far gives the answer")
 
 // entryName validates a tar entry name and returns it cleaned and slash-free of
 // leading "./". The root entry "." is skipped.

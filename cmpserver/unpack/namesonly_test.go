@@ -2,12 +2,19 @@ package unpack
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 )
 
@@ -84,5 +91,76 @@ func TestNamesOnlyKeepsTheShapeWithoutContent(t *testing.T) {
 	errNames := extractTgzWith(bytes.NewReader(tgz), t.TempDir(), extractOptions{limits: limits, namesOnly: true})
 	if errFull == nil || errNames == nil || errFull.Error() != errNames.Error() {
 		t.Errorf("over the extracted-bytes limit: full %v, names-only %v", errFull, errNames)
+	}
+}
+
+// sliceStream sends msgs, then EOF.
+type sliceStream struct{ msgs []*pluginpb.AppStreamRequest }
+
+func (s *sliceStream) Context() context.Context { return context.Background() }
+
+func (s *sliceStream) Recv() (*pluginpb.AppStreamRequest, error) {
+	if len(s.msgs) == 0 {
+		return nil, io.EOF
+	}
+	m := s.msgs[0]
+	s.msgs = s.msgs[1:]
+	return m, nil
+}
+
+// A names-only unpack that Target.Settled ends early still reads the stream
+// to its end and verifies its checksum: only the unpacking stops. Without
+// NamesOnly, Settled is never asked (a tree a command runs on is complete).
+func TestSettledStopsTheUnpackNotTheStream(t *testing.T) {
+	t.Parallel()
+	entries := []tartest.Entry{tartest.File("app/kustomization.yaml", "k")}
+	for i := range 50 {
+		entries = append(entries, tartest.File(fmt.Sprintf("docs/%02d.md", i), strings.Repeat("d", 5000)))
+	}
+	tgz := tartest.Tgz(t, entries...)
+	sum := sha256.Sum256(tgz)
+	for _, tc := range []struct {
+		name      string
+		checksum  string
+		namesOnly bool
+		wantErr   string
+		settled   bool
+		files     int
+	}{
+		{"settled", hex.EncodeToString(sum[:]), true, "", true, 1},
+		{"wrong checksum", strings.Repeat("0", 64), true, "file checksum validation error", false, 0},
+		{"a whole tree", hex.EncodeToString(sum[:]), false, "", false, 51},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			meta := &pluginpb.ManifestRequestMetadata{AppRelPath: "app", Checksum: tc.checksum, Size: int64(len(tgz))}
+			s := &sliceStream{}
+			for i := 0; i < len(tgz); i += 1024 {
+				s.msgs = append(s.msgs, &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: tgz[i:min(i+1024, len(tgz))]}}})
+			}
+			dir := t.TempDir()
+			asked := 0
+			to := &Target{Dir: dir, SpoolDir: t.TempDir(), Limits: DefaultLimits(), NamesOnly: tc.namesOnly,
+				Settled: func(rel string) bool { asked++; return rel == filepath.Join("app", "kustomization.yaml") }}
+			repo, err := NewReceiver(s, DefaultLimits(), 0).Body(meta, to)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.msgs) != 0 || repo.Size != int64(len(tgz)) {
+				t.Errorf("%d messages left, %d of %d bytes received", len(s.msgs), repo.Size, len(tgz))
+			}
+			if repo.Settled != tc.settled || repo.Files != tc.files || (asked > 0) != tc.namesOnly {
+				t.Errorf("settled %v, %d entries unpacked, Settled asked %d times", repo.Settled, repo.Files, asked)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "docs")); tc.settled != errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("docs/ after the match: %v", err)
+			}
+		})
 	}
 }

@@ -33,6 +33,9 @@ type Repo struct {
 	// Files is the number of tar entries unpacked (0 when the stream was only
 	// read: a match without discovery, or a shared tree found ready).
 	Files int
+	// Settled: Target.Settled stopped the extraction before the tarball's
+	// end; the rest of the stream was received and verified, not unpacked.
+	Settled bool
 	// Tgz is the received tarball (Size bytes, unlinked) when Target.Keep
 	// asked for it; the caller closes it.
 	Tgz *os.File
@@ -50,6 +53,16 @@ type Target struct {
 	// MatchRepository whose rule reads only names, so that discovery writes
 	// no content. Never for a tree a command runs on.
 	NamesOnly bool
+	// Settled, with NamesOnly, is asked after each file or directory is
+	// unpacked (rel: its path in Dir) whether the tree so far already gives
+	// the answer, so that the rest need not be unpacked (a discovery rule
+	// that has matched: engine.MatchSettled). It is asked only while the
+	// tree holds no symlink: entries only add names to a tree without links
+	// (a later duplicate replaces a file, never removes a name), so what
+	// has matched still matches once the whole tarball would be unpacked;
+	// with a link, a later entry can re-point it. The stream is still read
+	// to its end and its checksum verified.
+	Settled func(rel string) bool
 	// Keep hands the spooled tarball to the caller (Repo.Tgz) instead of
 	// closing it: a shared tree keeps it (trees.go).
 	Keep bool
@@ -213,7 +226,7 @@ func (r *Receiver) readBody(meta *pluginpb.ManifestRequestMetadata, to *Target) 
 		if err := un.finish(); err != nil {
 			return nil, unpackError(err)
 		}
-		repo.Files = un.stats.files
+		repo.Files, repo.Settled = un.stats.files, un.stats.settled
 		repo.Tgz = r.keepSpool(un)
 	}
 	return repo, nil
@@ -357,7 +370,7 @@ func startUnpack(to *Target) (*streamUnpack, error) {
 	u := &streamUnpack{sp: sp, limits: to.Limits, done: make(chan struct{}), keep: to.Keep}
 	go func() {
 		defer close(u.done)
-		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, namesOnly: to.NamesOnly, gate: u.gate, stats: &u.stats})
+		u.err = extractTgzWith(&tgzReader{sp: sp}, to.Dir, extractOptions{limits: to.Limits, preserveMode: to.PreserveMode, readOnly: to.ReadOnly, namesOnly: to.NamesOnly, settled: to.Settled, gate: u.gate, stats: &u.stats})
 	}()
 	return u, nil
 }
@@ -386,7 +399,7 @@ func (u *streamUnpack) feed(chunk []byte) error {
 	select {
 	case <-u.done:
 		// The extraction has ended (the tar may end before the gzip stream
-		// does): the rest is only hashed.
+		// does, or Target.Settled ended it): the rest is only hashed.
 		if isLimit(u.err) {
 			return u.err
 		}
