@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -149,12 +147,7 @@ func sendRaw(t *testing.T, socket string, tgz []byte) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(tgz)
-	msgs := []*pluginpb.AppStreamRequest{{Request: &pluginpb.AppStreamRequest_Metadata{Metadata: &pluginpb.ManifestRequestMetadata{AppRelPath: ".", Checksum: hex.EncodeToString(sum[:]), Size: int64(len(tgz))}}}}
-	for i := 0; i < len(tgz); i += 1024 {
-		msgs = append(msgs, &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: tgz[i:min(i+1024, len(tgz))]}}})
-	}
-	for _, m := range msgs {
+	for _, m := range tartest.Messages(tgz, ".") {
 		if err := stream.Send(m); err != nil {
 			if errors.Is(err, io.EOF) {
 				break // the server answered early

@@ -2,10 +2,7 @@ package request
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,32 +18,6 @@ import (
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 	"github.com/cmp-injector/cmp-injector/pkg/pluginconfig"
 )
-
-// tgzStream sends a tarball as the repo-server does: the header, then chunks.
-type tgzStream struct {
-	msgs []*pluginpb.AppStreamRequest
-}
-
-func newStream(tgz []byte) *tgzStream {
-	sum := sha256.Sum256(tgz)
-	s := &tgzStream{msgs: []*pluginpb.AppStreamRequest{{Request: &pluginpb.AppStreamRequest_Metadata{
-		Metadata: &pluginpb.ManifestRequestMetadata{AppRelPath: ".", Checksum: hex.EncodeToString(sum[:]), Size: int64(len(tgz))}}}}}
-	for i := 0; i < len(tgz); i += 1024 {
-		s.msgs = append(s.msgs, &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: tgz[i:min(i+1024, len(tgz))]}}})
-	}
-	return s
-}
-
-func (s *tgzStream) Context() context.Context { return context.Background() }
-
-func (s *tgzStream) Recv() (*pluginpb.AppStreamRequest, error) {
-	if len(s.msgs) == 0 {
-		return nil, io.EOF
-	}
-	m := s.msgs[0]
-	s.msgs = s.msgs[1:]
-	return m, nil
-}
 
 // newEngine serves a read-only plugin whose generate prints somefile, after,
 // on its first run only (marked in the test's dir), making the shared tree
@@ -81,7 +52,7 @@ func TestRerunOnAChangedSharedTreeAnswersAfresh(t *testing.T) {
 	tgz := tartest.Tgz(t, tartest.File("somefile", "original"))
 	runs := 0
 	r := &Request{Engine: e, Extract: true, Trees: unpack.NewTrees(), Limits: unpack.DefaultLimits(), Log: zap.NewNop()}
-	out, stage, err := Run(context.Background(), r, newStream(tgz), func(ctx context.Context, ws *engine.Workspace) ([]string, error) {
+	out, stage, err := Run(context.Background(), r, tartest.NewStream(tgz, "."), func(ctx context.Context, ws *engine.Workspace) ([]string, error) {
 		runs++
 		var docs []string
 		err := e.Generate(ctx, ws, manifests.SinkFunc(func(doc []byte) error {
@@ -114,9 +85,9 @@ func TestRunNamesTheFailedStage(t *testing.T) {
 		stream unpack.Stream
 		want   Stage
 	}{
-		{"admit", &Request{Engine: e, Extract: true, Log: zap.NewNop(), Admit: refuse}, newStream(tgz), StageAdmit},
-		{"receive", &Request{Engine: e, Extract: true, Log: zap.NewNop()}, &tgzStream{}, StageReceive},
-		{"run", &Request{Engine: e, Extract: true, Log: zap.NewNop()}, newStream(tgz), StageRun},
+		{"admit", &Request{Engine: e, Extract: true, Log: zap.NewNop(), Admit: refuse}, tartest.NewStream(tgz, "."), StageAdmit},
+		{"receive", &Request{Engine: e, Extract: true, Log: zap.NewNop()}, &tartest.Stream{}, StageReceive},
+		{"run", &Request{Engine: e, Extract: true, Log: zap.NewNop()}, tartest.NewStream(tgz, "."), StageRun},
 	} {
 		if _, stage, err := Run(context.Background(), tc.r, tc.stream, call); stage != tc.want || err == nil {
 			t.Errorf("%s: stage %q, %v; want %q", tc.name, stage, err, tc.want)

@@ -34,9 +34,7 @@ func discoveryEngine(t *testing.T, rule string) *engine.Engine {
 func match(t *testing.T, e *engine.Engine, tgz []byte, app string, namesOnly bool) (matched, settled bool, files int, err error) {
 	t.Helper()
 	r := &Request{Engine: e, Extract: true, NamesOnly: namesOnly, Limits: unpack.DefaultLimits(), Log: zap.NewNop()}
-	s := newStream(tgz)
-	s.msgs[0].GetMetadata().AppRelPath = app
-	matched, _, err = Run(context.Background(), r, s, e.Match)
+	matched, _, err = Run(context.Background(), r, tartest.NewStream(tgz, app), e.Match)
 	if r.repo != nil {
 		settled, files = r.repo.Settled, r.repo.Files
 	}

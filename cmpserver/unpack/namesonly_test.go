@@ -2,19 +2,16 @@ package unpack
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/cmp-injector/cmp-injector/cmpserver/pluginpb"
 	"github.com/cmp-injector/cmp-injector/cmpserver/unpack/tartest"
 )
 
@@ -94,20 +91,6 @@ func TestNamesOnlyKeepsTheShapeWithoutContent(t *testing.T) {
 	}
 }
 
-// sliceStream sends msgs, then EOF.
-type sliceStream struct{ msgs []*pluginpb.AppStreamRequest }
-
-func (s *sliceStream) Context() context.Context { return context.Background() }
-
-func (s *sliceStream) Recv() (*pluginpb.AppStreamRequest, error) {
-	if len(s.msgs) == 0 {
-		return nil, io.EOF
-	}
-	m := s.msgs[0]
-	s.msgs = s.msgs[1:]
-	return m, nil
-}
-
 // A names-only unpack that Target.Settled ends early still reads the stream
 // to its end and verifies its checksum: only the unpacking stops. Without
 // NamesOnly, Settled is never asked (a tree a command runs on is complete).
@@ -133,11 +116,10 @@ func TestSettledStopsTheUnpackNotTheStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			meta := &pluginpb.ManifestRequestMetadata{AppRelPath: "app", Checksum: tc.checksum, Size: int64(len(tgz))}
-			s := &sliceStream{}
-			for i := 0; i < len(tgz); i += 1024 {
-				s.msgs = append(s.msgs, &pluginpb.AppStreamRequest{Request: &pluginpb.AppStreamRequest_File{File: &pluginpb.File{Chunk: tgz[i:min(i+1024, len(tgz))]}}})
-			}
+			s := tartest.NewStream(tgz, "app")
+			meta := s.Msgs[0].GetMetadata()
+			meta.Checksum = tc.checksum
+			s.Msgs = s.Msgs[1:] // Body reads what follows the header
 			dir := t.TempDir()
 			asked := 0
 			to := &Target{Dir: dir, SpoolDir: t.TempDir(), Limits: DefaultLimits(), NamesOnly: tc.namesOnly,
@@ -152,8 +134,8 @@ func TestSettledStopsTheUnpackNotTheStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(s.msgs) != 0 || repo.Size != int64(len(tgz)) {
-				t.Errorf("%d messages left, %d of %d bytes received", len(s.msgs), repo.Size, len(tgz))
+			if len(s.Msgs) != 0 || repo.Size != int64(len(tgz)) {
+				t.Errorf("%d messages left, %d of %d bytes received", len(s.Msgs), repo.Size, len(tgz))
 			}
 			if repo.Settled != tc.settled || repo.Files != tc.files || (asked > 0) != tc.namesOnly {
 				t.Errorf("settled %v, %d entries unpacked, Settled asked %d times", repo.Settled, repo.Files, asked)
