@@ -112,8 +112,8 @@ func (e *Engine) Workspace(dir, root string, repo *unpack.Repo, unpacked bool) (
 		return nil, err
 	}
 	ws.env = env
-	ws.appDir = filepath.Clean(filepath.Join(ws.root, repo.Meta.GetAppRelPath()))
-	if !unpack.Inside(ws.root, ws.appDir) {
+	var ok bool
+	if ws.appDir, ok = appDir(ws.root, repo.Meta.GetAppRelPath()); !ok {
 		return nil, fmt.Errorf("illegal appPath: out of workDir bound")
 	}
 	if !unpacked {
@@ -155,16 +155,50 @@ func (e *Engine) Generate(ctx context.Context, ws *Workspace, sink manifests.Sin
 	return manifests.Split(out.Reader(), sink)
 }
 
+// appDir is the app's dir in the tree at root, false if it leaves root.
+func appDir(root, appRelPath string) (string, bool) {
+	dir := filepath.Clean(filepath.Join(root, appRelPath))
+	return dir, unpack.Inside(root, dir)
+}
+
+// nameRule is a discovery rule that reads names only: fileName
+// (filepath.Glob) or find.glob (zglob), evaluated by match.
+type nameRule struct {
+	pattern string
+	glob    bool // find.glob
+}
+
+func (r nameRule) match(root, appDir string) (bool, error) {
+	if r.glob {
+		return globAny(root, appDir, r.pattern)
+	}
+	return fileNameMatches(root, appDir, r.pattern)
+}
+
+// nameRule is the first configured discovery rule, as Argo CD picks it,
+// when it reads names only (pluginconfig's DiscoveryReadsNamesOnly).
+func (e *Engine) nameRule() (nameRule, bool) {
+	d := e.plugin.Spec.Discover
+	switch {
+	case d == nil:
+		return nameRule{}, false
+	case d.FileName != "":
+		return nameRule{pattern: d.FileName}, true
+	case d.Find != nil && d.Find.Glob != "":
+		return nameRule{pattern: d.Find.Glob, glob: true}, true
+	}
+	return nameRule{}, false
+}
+
 // Match evaluates the first configured discovery rule only, as Argo CD does.
 func (e *Engine) Match(ctx context.Context, ws *Workspace) (bool, error) {
+	if r, ok := e.nameRule(); ok {
+		return r.match(ws.root, ws.appDir)
+	}
 	d := e.plugin.Spec.Discover
 	switch {
 	case d == nil:
 		return false, nil
-	case d.FileName != "":
-		return fileNameMatches(ws.root, ws.appDir, d.FileName)
-	case d.Find != nil && d.Find.Glob != "":
-		return globAny(ws.root, ws.appDir, d.Find.Glob)
 	case d.Find != nil && len(d.Find.Command.Command) > 0:
 		out, err := e.runner.Run(ctx, "discover", d.Find.Command, ws.place())
 		if err != nil {

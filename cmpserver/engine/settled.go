@@ -4,8 +4,6 @@ import (
 	"path/filepath"
 
 	"github.com/mattn/go-zglob"
-
-	"github.com/cmp-injector/cmp-injector/cmpserver/unpack"
 )
 
 // maxSettleTries bounds the rule's evaluations on a partial tree: each is a
@@ -22,34 +20,25 @@ const maxSettleTries = 4
 // for every discovery and walks it in lexical order, so an app's own files
 // usually arrive well before the stream's end. The answer is Match's own: an
 // entry whose path fits the rule's pattern triggers the same evaluation Match
-// runs (fileNameMatches or globAny) on the tree so far, and only its match
+// runs (nameRule.match) on the tree so far, and only its match
 // settles the request; a tree that does not match is unpacked to its end, since
 // a later entry may still match. nil when the rule is not by names or the app
 // path leaves root (Workspace refuses it).
 func (e *Engine) MatchSettled(root, appRelPath string) func(rel string) bool {
-	d := e.plugin.Spec.Discover
-	appDir := filepath.Clean(filepath.Join(root, appRelPath))
-	if d == nil || !unpack.Inside(root, appDir) {
+	rule, ok := e.nameRule()
+	dir, inside := appDir(root, appRelPath)
+	if !ok || !inside {
 		return nil
 	}
-	var fits func(abs string) bool
-	var matches func() (bool, error)
-	switch {
-	case d.FileName != "":
-		pattern := filepath.Join(appDir, d.FileName)
-		if _, err := filepath.Match(pattern, ""); err != nil {
+	pattern := filepath.Join(dir, rule.pattern)
+	fits := func(abs string) bool { ok, _ := filepath.Match(pattern, abs); return ok }
+	if rule.glob {
+		z, err := zglob.New(pattern)
+		if err != nil {
 			return nil // a bad pattern: Match reports it on the whole tree
 		}
-		fits = func(abs string) bool { ok, _ := filepath.Match(pattern, abs); return ok }
-		matches = func() (bool, error) { return fileNameMatches(root, appDir, d.FileName) }
-	case d.Find != nil && d.Find.Glob != "":
-		z, err := zglob.New(filepath.Join(appDir, d.Find.Glob))
-		if err != nil {
-			return nil
-		}
 		fits = z.Match
-		matches = func() (bool, error) { return globAny(root, appDir, d.Find.Glob) }
-	default:
+	} else if _, err := filepath.Match(pattern, ""); err != nil {
 		return nil
 	}
 	tries := 0
@@ -58,7 +47,7 @@ func (e *Engine) MatchSettled(root, appRelPath string) func(rel string) bool {
 			return false
 		}
 		tries++
-		ok, err := matches()
+		ok, err := rule.match(root, dir)
 		return err == nil && ok
 	}
 }

@@ -245,6 +245,10 @@ func dedupe(in []string) []string {
 	return out
 }
 
+// DefaultRepoServerEnv is what the injector sets on the repo-server when the
+// catalog leaves defaults.repoServer unset.
+func DefaultRepoServerEnv() []corev1.EnvVar { return repoServerEnv(nil) }
+
 // repoServerEnv resolves the RepoServer settings into env vars (a zero chunk
 // size or an empty exclusion list: no variable).
 func repoServerEnv(rs *RepoServer) []corev1.EnvVar {

@@ -245,7 +245,7 @@ func startRefreshRow(t *testing.T, rel harness.ArgoRelease, root string, spec re
 	return &refreshRow{name: name, what: spec.what, ns: ns, dest: newNamespace(t, "refresh-dest", nil), argo: argo, rs: rs, pod: stored, sidecar: sidecar}
 }
 
-// process is the process running the booted pod's container name.
+// process is the process of the booted pod's container called name.
 func (r *refreshRow) process(t *testing.T, name string) *harness.Process {
 	t.Helper()
 	for _, p := range r.rs.Pod.Processes() {
@@ -443,16 +443,20 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 		}
 		return median(v)
 	}
+	// A column with a goal (issue 40's, ours over Argo CD's) gets a pass
+	// line per row of ours.
 	cols := []struct {
 		name string
 		f    func(refreshRound) float64
+		goal float64
+		what string // the goal's words
 	}{
-		{"wall ms", func(r refreshRound) float64 { return r.wallMs }},
-		{"repo-server CPU ms", func(r refreshRound) float64 { return r.repoCPUMs }},
-		{"sidecar CPU ms", func(r refreshRound) float64 { return r.sideCPUMs }},
-		{"controller CPU ms", func(r refreshRound) float64 { return r.ctrlMs }},
-		{"repo-server MiB", func(r refreshRound) float64 { return r.repoMiB }},
-		{"sidecar MiB", func(r refreshRound) float64 { return r.sideMiB }},
+		{"wall ms", func(r refreshRound) float64 { return r.wallMs }, harness.RefreshGoalWall, "wall"},
+		{"repo-server CPU ms", func(r refreshRound) float64 { return r.repoCPUMs }, 0, ""},
+		{"sidecar CPU ms", func(r refreshRound) float64 { return r.sideCPUMs }, harness.RefreshGoalSidecarCPU, "sidecar CPU"},
+		{"controller CPU ms", func(r refreshRound) float64 { return r.ctrlMs }, 0, ""},
+		{"repo-server MiB", func(r refreshRound) float64 { return r.repoMiB }, 0, ""},
+		{"sidecar MiB", func(r refreshRound) float64 { return r.sideMiB }, harness.RefreshGoalSidecarRSS, "sidecar peak memory"},
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "hard refresh through the application controller, medians of %d rounds:\n  %-10s", len(runs[0]), "row")
@@ -488,17 +492,16 @@ func refreshTable(rows []*refreshRow, runs [][]refreshRound) string {
 	}
 	b.WriteString("  (CPU: each process's own and its waited-for children's over the round; MiB: peak RSS (VmHWM) over the round)\n")
 	for i, r := range rows[1:] {
-		for _, g := range []struct {
-			what string
-			col  int
-			goal float64
-		}{{"wall", 0, harness.RefreshGoalWall}, {"sidecar CPU", 2, harness.RefreshGoalSidecarCPU}, {"sidecar peak memory", 5, harness.RefreshGoalSidecarRSS}} {
+		for j, c := range cols {
+			if c.goal == 0 {
+				continue
+			}
 			verdict := "PASS"
-			if ratios[i+1][g.col] > g.goal {
+			if ratios[i+1][j] > c.goal {
 				verdict = "MISS"
 			}
 			fmt.Fprintf(&b, "  %s issue 40, %s, hard refresh of %d Applications through the controller: %s %.2f× Argo CD's (goal ≤ %.1f×)\n",
-				verdict, r.name, r.apps, g.what, ratios[i+1][g.col], g.goal)
+				verdict, r.name, r.apps, c.what, ratios[i+1][j], c.goal)
 		}
 	}
 	return b.String()

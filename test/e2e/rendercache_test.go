@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +88,10 @@ spec:
 		}
 		cmd := exec.Command(cmpbench, args...)
 		// The injector's repo-server settings.
-		cmd.Env = append(os.Environ(), keys.EnvCMPChunkSize+"="+strconv.Itoa(catalog.DefaultCMPChunkSize), "ARGOCD_REPO_SERVER_PLUGIN_TAR_EXCLUSIONS=.git")
+		cmd.Env = os.Environ()
+		for _, e := range catalog.DefaultRepoServerEnv() {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

@@ -23,12 +23,6 @@ const (
 	// webhookP99OverFloor: the webhook's p99 for a 50-container pod over the
 	// no-op floor's.
 	webhookP99OverFloor = 1.5
-	// The refresh's goals (issue 40) are harness.RefreshGoal*, shared with
-	// the refresh through the whole Argo CD (TestRefreshBench).
-	refreshWallOverArgo       = harness.RefreshGoalWall
-	refreshCPUOverArgo        = harness.RefreshGoalSidecarCPU
-	refreshRSSOverArgo        = harness.RefreshGoalSidecarRSS
-	refreshCachedWallOverArgo = harness.RefreshGoalCachedWall
 )
 
 // goal is one pass line: a ratio measured against its limit.
@@ -108,11 +102,11 @@ func (g *goals) fromRefresh(rs []refreshResult, apps int) {
 		what := fmt.Sprintf("refresh of %d apps, %s", apps, r.cfg.name)
 		switch {
 		case r.cfg.cached:
-			g.add(fmt.Sprintf("%s: wall %.0f ms over Argo CD's %.0f ms", what, r.wallMs, argo.wallMs), r.wallMs, argo.wallMs, refreshCachedWallOverArgo)
+			g.add(fmt.Sprintf("%s: wall %.0f ms over Argo CD's %.0f ms", what, r.wallMs, argo.wallMs), r.wallMs, argo.wallMs, harness.RefreshGoalCachedWall)
 		case r.cfg.name != "argo" && !r.cfg.readOnly:
-			g.add(fmt.Sprintf("%s: wall %.0f ms over Argo CD's %.0f ms", what, r.wallMs, argo.wallMs), r.wallMs, argo.wallMs, refreshWallOverArgo)
-			g.add(fmt.Sprintf("%s: sidecar CPU %.0f ms over Argo CD's %.0f ms", what, r.sideCPUMs, argo.sideCPUMs), r.sideCPUMs, argo.sideCPUMs, refreshCPUOverArgo)
-			g.add(fmt.Sprintf("%s: sidecar peak %.0f MiB over Argo CD's %.0f MiB", what, r.rssMiB, argo.rssMiB), r.rssMiB, argo.rssMiB, refreshRSSOverArgo)
+			g.add(fmt.Sprintf("%s: wall %.0f ms over Argo CD's %.0f ms", what, r.wallMs, argo.wallMs), r.wallMs, argo.wallMs, harness.RefreshGoalWall)
+			g.add(fmt.Sprintf("%s: sidecar CPU %.0f ms over Argo CD's %.0f ms", what, r.sideCPUMs, argo.sideCPUMs), r.sideCPUMs, argo.sideCPUMs, harness.RefreshGoalSidecarCPU)
+			g.add(fmt.Sprintf("%s: sidecar peak %.0f MiB over Argo CD's %.0f MiB", what, r.rssMiB, argo.rssMiB), r.rssMiB, argo.rssMiB, harness.RefreshGoalSidecarRSS)
 		}
 	}
 }
